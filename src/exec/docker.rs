@@ -1,0 +1,1 @@
+//! The docker executor: one hardened container per run, through bollard.

@@ -1,0 +1,1 @@
+//! The local executor: a child process on the host, in its own process group.

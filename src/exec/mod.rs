@@ -1,0 +1,95 @@
+//! The executor seam: where a `bash` tool call actually runs. The loop only
+//! knows this trait; `local` runs a child process on the host, `docker` a
+//! hardened container per run.
+
+pub mod capture;
+pub mod docker;
+pub mod local;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+/// One command to run.
+#[derive(Debug, Clone)]
+pub struct ExecRequest {
+    /// Shell text, run as `bash -c COMMAND` (or `sh -c` without bash).
+    pub command: String,
+    /// Hard limit on the command's wall time; every process it started is
+    /// killed when it passes.
+    pub timeout: Duration,
+    /// How many bytes of output to keep in memory for the result
+    /// (head + tail); the rest is counted, not kept.
+    pub max_output_bytes: usize,
+    /// When set, the whole output (stdout and stderr interleaved) is also
+    /// streamed to this file, up to `capture::MAX_FULL_OUTPUT_BYTES`.
+    pub full_output_path: Option<PathBuf>,
+    /// Cancelled on Ctrl-C: kill the command and return promptly.
+    pub cancel: CancellationToken,
+}
+
+/// What a finished (or killed) command produced.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ExecOutput {
+    /// stdout and stderr interleaved, head + tail with a marker stating how
+    /// many bytes were left out; non-UTF-8 decoded lossily.
+    pub output: String,
+    /// Exit code; `None` when killed by a signal or a timeout.
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    /// Killed because Ctrl-C was pressed.
+    pub cancelled: bool,
+    /// Killed by the memory limit (docker only).
+    pub oom_killed: bool,
+    /// Every byte the command wrote, kept or not.
+    pub bytes_seen: u64,
+    pub duration_ms: u64,
+}
+
+/// Errors of the executor layer: the sandbox itself failed, not the command.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("cannot start the command: {0}")]
+    Spawn(String),
+    #[error("I/O error while running the command: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("Docker is not reachable: {detail}")]
+    DockerUnavailable { detail: String },
+    #[error("Docker error during {op}: {detail}")]
+    Docker { op: &'static str, detail: String },
+    #[error("Docker did not answer within {secs}s during {op}")]
+    DockerTimeout { op: &'static str, secs: u64 },
+    #[error("image '{image}' is not available: {detail}")]
+    ImageUnavailable { image: String, detail: String },
+    #[error("the sandbox died: {detail}")]
+    SandboxDied { detail: String },
+    #[error("refused: {0}")]
+    Refused(String),
+}
+
+impl ExecError {
+    /// True when the sandbox is gone and no further command can run.
+    pub fn is_fatal(&self) -> bool {
+        !matches!(self, ExecError::Spawn(_))
+    }
+}
+
+/// Where bash tool calls run.
+#[async_trait]
+pub trait Executor: Send + Sync {
+    /// Short name for messages and the trajectory ("local", "docker").
+    fn kind(&self) -> &'static str;
+
+    /// The working directory commands start in, as the command sees it.
+    fn workdir(&self) -> String;
+
+    /// Runs one command to completion, timeout or cancellation.
+    async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError>;
+
+    /// Releases everything the executor holds (containers, processes).
+    /// Idempotent; called on every exit path.
+    async fn shutdown(&self) -> Result<(), ExecError>;
+}

@@ -1,0 +1,8 @@
+//! runner: runs LLM agents on untrusted tasks, safely.
+//!
+//! Data flows one way: cli -> config -> agent loop -> tools -> executor,
+//! with the model beside the loop and events flowing out to renderers and
+//! the trajectory.
+
+pub mod exec;
+pub mod model;

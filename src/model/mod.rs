@@ -1,0 +1,291 @@
+//! The model seam: one trait at whole-conversation granularity, with the
+//! provider-neutral conversation types every provider maps to and from.
+
+pub mod anthropic;
+pub mod openai;
+pub mod pricing;
+pub mod retry;
+pub mod scripted;
+pub mod sse;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One piece of a message. Shaped like Anthropic's content blocks; the
+/// OpenAI client maps these to `tool_calls` and `role: "tool"` messages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Block {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        /// The parsed input. When the model sent input that is not valid
+        /// JSON, this is an empty object and `raw_input` holds what was sent.
+        input: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        raw_input: Option<String>,
+    },
+    ToolResult {
+        tool_use_id: String,
+        content: String,
+        #[serde(default)]
+        is_error: bool,
+    },
+}
+
+/// One turn of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: Vec<Block>,
+}
+
+impl Message {
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Message {
+            role: Role::User,
+            content: vec![Block::Text { text: text.into() }],
+        }
+    }
+
+    /// The tool calls of this message, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = ToolCall<'_>> {
+        self.content.iter().filter_map(|b| match b {
+            Block::ToolUse {
+                id,
+                name,
+                input,
+                raw_input,
+            } => Some(ToolCall {
+                id,
+                name,
+                input,
+                raw_input: raw_input.as_deref(),
+            }),
+            _ => None,
+        })
+    }
+
+    /// All text blocks joined.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for b in &self.content {
+            if let Block::Text { text } = b {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+}
+
+/// A borrowed view of one tool call.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolCall<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub input: &'a Value,
+    pub raw_input: Option<&'a str>,
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the input object.
+    pub input_schema: Value,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    StopSequence,
+    ToolUse,
+    PauseTurn,
+    Refusal,
+    MaxTokens,
+    ModelContextWindowExceeded,
+    /// A reason this runner does not know; handled like `end_turn` unless
+    /// the reply holds complete tool calls.
+    Other(String),
+}
+
+impl StopReason {
+    /// Maps an Anthropic `stop_reason` string.
+    pub fn from_anthropic(s: &str) -> Self {
+        match s {
+            "end_turn" => StopReason::EndTurn,
+            "stop_sequence" => StopReason::StopSequence,
+            "tool_use" => StopReason::ToolUse,
+            "pause_turn" => StopReason::PauseTurn,
+            "refusal" => StopReason::Refusal,
+            "max_tokens" => StopReason::MaxTokens,
+            "model_context_window_exceeded" => StopReason::ModelContextWindowExceeded,
+            other => StopReason::Other(other.to_string()),
+        }
+    }
+
+    /// Maps an OpenAI `finish_reason` string.
+    pub fn from_openai(s: &str) -> Self {
+        match s {
+            "stop" => StopReason::EndTurn,
+            "tool_calls" | "function_call" => StopReason::ToolUse,
+            "length" => StopReason::MaxTokens,
+            "content_filter" => StopReason::Refusal,
+            other => StopReason::Other(other.to_string()),
+        }
+    }
+}
+
+/// Token usage of one model call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cache_creation_input_tokens: u64,
+    #[serde(default)]
+    pub cache_read_input_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_creation_input_tokens += other.cache_creation_input_tokens;
+        self.cache_read_input_tokens += other.cache_read_input_tokens;
+    }
+
+    /// Every input token the call was billed for, cached or not.
+    pub fn total_input(&self) -> u64 {
+        self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+    }
+}
+
+/// What one model call returned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelReply {
+    /// The assistant message (text and tool calls, in order).
+    pub message: Message,
+    pub stop_reason: StopReason,
+    pub usage: Usage,
+    /// The model name the server reported, when it did.
+    pub model: Option<String>,
+}
+
+/// What the loop asks of a model.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRequest<'a> {
+    pub system: &'a str,
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolSpec],
+    pub max_tokens: u32,
+}
+
+/// Things a model call reports while it runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ModelProgress {
+    /// Streamed assistant text.
+    TextDelta { text: String },
+    /// A failed attempt that will be retried after `wait_ms`.
+    Retry {
+        attempt: u32,
+        status: Option<u16>,
+        wait_ms: u64,
+        reason: String,
+    },
+}
+
+/// Callback for progress; must be cheap and never block.
+pub type ProgressSink<'a> = &'a (dyn Fn(ModelProgress) + Send + Sync);
+
+/// Errors of the model layer. Each variant says whether a retry may help.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("{var} is not set")]
+    MissingKey { var: &'static str },
+    #[error("the API rejected the key (HTTP {status}): check {var}")]
+    Unauthorized { status: u16, var: &'static str },
+    #[error("model '{model}' was not found (HTTP 404): {message}")]
+    ModelNotFound { model: String, message: String },
+    #[error("cannot reach {url}: {detail}")]
+    Unreachable { url: String, detail: String },
+    #[error("the prompt is too long for the model's context window: {message}")]
+    PromptTooLong { message: String },
+    #[error("API error (HTTP {status}, {kind}): {message}")]
+    Api {
+        status: u16,
+        kind: String,
+        message: String,
+        retryable: bool,
+        /// Server-requested wait before retrying, in milliseconds.
+        retry_after_ms: Option<u64>,
+    },
+    #[error("the stream broke: {kind}: {message}")]
+    StreamError {
+        kind: String,
+        message: String,
+        retryable: bool,
+    },
+    #[error("unexpected response from the model API: {0}")]
+    Protocol(String),
+    #[error("gave up after {attempts} attempts: {last}")]
+    RetriesExhausted {
+        attempts: u32,
+        last: Box<ModelError>,
+    },
+    #[error("script: {0}")]
+    Script(String),
+    #[error("the model call was cancelled")]
+    Cancelled,
+}
+
+impl ModelError {
+    /// Whether another attempt of the same request may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ModelError::Unreachable { .. } => true,
+            ModelError::Api { retryable, .. } => *retryable,
+            ModelError::StreamError { retryable, .. } => *retryable,
+            _ => false,
+        }
+    }
+
+    /// The wait the server asked for, if any.
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        match self {
+            ModelError::Api { retry_after_ms, .. } => *retry_after_ms,
+            _ => None,
+        }
+    }
+}
+
+/// A language model the loop can talk to.
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// The configured model name (used for pricing and messages).
+    fn name(&self) -> &str;
+
+    /// Sends the whole conversation and returns the next assistant turn.
+    /// Retries inside; a returned error is final for this turn.
+    async fn complete(
+        &self,
+        req: ModelRequest<'_>,
+        progress: ProgressSink<'_>,
+    ) -> Result<ModelReply, ModelError>;
+}
