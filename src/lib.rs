@@ -4,5 +4,8 @@
 //! with the model beside the loop and events flowing out to renderers and
 //! the trajectory.
 
+pub mod agent;
+pub mod event;
 pub mod exec;
 pub mod model;
+pub mod tools;

@@ -1,0 +1,397 @@
+//! The ReAct loop: send the conversation and the tool schemas to the model,
+//! run the tool calls it answers with, feed the results back, until it
+//! answers without tools or a limit is reached. It emits events and never
+//! prints.
+
+pub mod context;
+mod limits;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+pub use limits::Limits;
+
+use crate::event::{Event, Outcome, Sink};
+use crate::exec::ExecError;
+use crate::model::{
+    Block, Message, Model, ModelError, ModelProgress, ModelReply, ModelRequest, Role, StopReason,
+    ToolSpec, Usage,
+};
+use crate::tools::{Registry, ToolContext};
+
+/// How many replies in a row may be cut off by `max_tokens` before the run
+/// gives up.
+pub const MAX_CONSECUTIVE_CUTOFFS: u32 = 3;
+
+/// Settings of the loop.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    pub system: String,
+    pub limits: Limits,
+    pub max_tokens: u32,
+    pub context_window_tokens: u64,
+}
+
+/// Prices one model call's usage in USD.
+pub type CostFn<'a> = &'a (dyn Fn(&Usage) -> f64 + Send + Sync);
+
+/// The state of a conversation; kept across REPL turns.
+#[derive(Debug, Clone)]
+pub struct Conversation {
+    pub messages: Vec<Message>,
+    pub steps: u32,
+    pub usage: Usage,
+    pub cost_usd: f64,
+    pub started: Instant,
+}
+
+impl Default for Conversation {
+    fn default() -> Self {
+        Conversation {
+            messages: Vec::new(),
+            steps: 0,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            started: Instant::now(),
+        }
+    }
+}
+
+/// How one `run` ended.
+#[derive(Debug, Clone)]
+pub struct RunEnd {
+    pub outcome: Outcome,
+    pub error: Option<String>,
+    pub final_text: Option<String>,
+}
+
+impl RunEnd {
+    fn new(outcome: Outcome) -> Self {
+        RunEnd {
+            outcome,
+            error: None,
+            final_text: None,
+        }
+    }
+
+    fn error(message: String) -> Self {
+        RunEnd {
+            outcome: Outcome::Error,
+            error: Some(message),
+            final_text: None,
+        }
+    }
+}
+
+/// The loop's collaborators.
+pub struct Agent<'a> {
+    pub model: &'a dyn Model,
+    pub tools: &'a Registry,
+    pub settings: &'a AgentSettings,
+    pub cost: CostFn<'a>,
+    /// Where full command outputs are written (one file per call).
+    pub outputs_dir: Option<PathBuf>,
+}
+
+/// What the loop does after a reply.
+enum Next {
+    Continue,
+    End(RunEnd),
+}
+
+impl Agent<'_> {
+    /// Runs the loop until the model stops calling tools, a limit is hit,
+    /// the model or sandbox fails, or `cancel` fires. The last message of
+    /// `convo` must be the user's.
+    pub async fn run(
+        &self,
+        convo: &mut Conversation,
+        sink: Sink<'_>,
+        cancel: &CancellationToken,
+    ) -> RunEnd {
+        let specs = self.tools.specs();
+        let tools_bytes = serde_json::to_string(&specs).map(|s| s.len()).unwrap_or(0);
+        let mut cutoffs = 0u32;
+        let mut trimmed_after_overflow = false;
+        loop {
+            if cancel.is_cancelled() {
+                return RunEnd::new(Outcome::Interrupted);
+            }
+            if let Some(outcome) = self.settings.limits.check(convo) {
+                sink(&Event::Notice {
+                    message: self.settings.limits.describe(outcome),
+                });
+                return RunEnd::new(outcome);
+            }
+            let elided = context::fit(
+                &self.settings.system,
+                &mut convo.messages,
+                tools_bytes,
+                self.settings.context_window_tokens,
+            );
+            if elided > 0 {
+                sink(&Event::Notice {
+                    message: format!("elided {elided} old tool outputs to fit the context window"),
+                });
+            }
+            convo.steps += 1;
+            let step = convo.steps;
+            let reply = match self.call_model(step, convo, &specs, sink, cancel).await {
+                Ok(reply) => reply,
+                Err(ModelError::Cancelled) => return RunEnd::new(Outcome::Interrupted),
+                Err(ModelError::PromptTooLong { message }) => {
+                    if trimmed_after_overflow {
+                        return RunEnd::error(format!(
+                            "the prompt is still too long after trimming old tool outputs: {message}"
+                        ));
+                    }
+                    trimmed_after_overflow = true;
+                    self.trim_after_overflow(convo, sink);
+                    continue;
+                }
+                Err(e) => return RunEnd::error(e.to_string()),
+            };
+            self.account(step, convo, &reply, sink);
+            if reply.stop_reason == StopReason::ModelContextWindowExceeded
+                && reply.message.tool_calls().next().is_none()
+            {
+                if trimmed_after_overflow {
+                    return RunEnd::error(
+                        "the model's context window is still exceeded after trimming old tool outputs"
+                            .into(),
+                    );
+                }
+                trimmed_after_overflow = true;
+                self.trim_after_overflow(convo, sink);
+                continue;
+            }
+            match self
+                .handle_reply(step, convo, reply, &mut cutoffs, sink, cancel)
+                .await
+            {
+                Next::Continue => {}
+                Next::End(end) => return end,
+            }
+        }
+    }
+
+    async fn call_model(
+        &self,
+        step: u32,
+        convo: &Conversation,
+        specs: &[ToolSpec],
+        sink: Sink<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<ModelReply, ModelError> {
+        sink(&Event::ModelRequest {
+            step,
+            messages: convo.messages.len(),
+            tools: specs.len(),
+            max_tokens: self.settings.max_tokens,
+        });
+        let progress = |p: ModelProgress| match p {
+            ModelProgress::TextDelta { text } => sink(&Event::TextDelta { text }),
+            ModelProgress::Retry {
+                attempt,
+                status,
+                wait_ms,
+                reason,
+            } => sink(&Event::ModelRetry {
+                step,
+                attempt,
+                status,
+                wait_ms,
+                reason,
+            }),
+        };
+        let req = ModelRequest {
+            system: &self.settings.system,
+            messages: &convo.messages,
+            tools: specs,
+            max_tokens: self.settings.max_tokens,
+        };
+        tokio::select! {
+            _ = cancel.cancelled() => Err(ModelError::Cancelled),
+            r = self.model.complete(req, &progress) => r,
+        }
+    }
+
+    fn trim_after_overflow(&self, convo: &mut Conversation, sink: Sink<'_>) {
+        let n = context::trim_hard(&mut convo.messages);
+        sink(&Event::Notice {
+            message: format!(
+                "the context window was exceeded: elided {n} old tool outputs and retrying once"
+            ),
+        });
+    }
+
+    fn account(&self, step: u32, convo: &mut Conversation, reply: &ModelReply, sink: Sink<'_>) {
+        let cost = (self.cost)(&reply.usage);
+        convo.usage.add(&reply.usage);
+        convo.cost_usd += cost;
+        sink(&Event::ModelReply {
+            step,
+            message: reply.message.clone(),
+            stop_reason: reply.stop_reason.clone(),
+            usage: reply.usage,
+            cost_usd: cost,
+            total_cost_usd: convo.cost_usd,
+        });
+    }
+
+    async fn handle_reply(
+        &self,
+        step: u32,
+        convo: &mut Conversation,
+        reply: ModelReply,
+        cutoffs: &mut u32,
+        sink: Sink<'_>,
+        cancel: &CancellationToken,
+    ) -> Next {
+        let text = reply.message.text();
+        let has_calls = reply.message.tool_calls().next().is_some();
+        if reply.stop_reason == StopReason::Refusal {
+            return Next::End(RunEnd {
+                outcome: Outcome::Refused,
+                error: None,
+                final_text: Some(text),
+            });
+        }
+        let cut_off = reply.stop_reason == StopReason::MaxTokens;
+        if cut_off {
+            *cutoffs += 1;
+            if *cutoffs > MAX_CONSECUTIVE_CUTOFFS {
+                return Next::End(RunEnd::error(format!(
+                    "the model's reply was cut off by max_tokens {} times in a row; raise --max-tokens",
+                    *cutoffs
+                )));
+            }
+        } else {
+            *cutoffs = 0;
+        }
+        if !has_calls {
+            if reply.message.content.is_empty() && !cut_off {
+                return Next::End(RunEnd {
+                    outcome: Outcome::Completed,
+                    error: None,
+                    final_text: Some(text),
+                });
+            }
+            convo.messages.push(reply.message);
+            return match reply.stop_reason {
+                StopReason::PauseTurn => Next::Continue,
+                StopReason::MaxTokens => {
+                    let note =
+                        "Your reply was cut off by the max_tokens limit. Continue, more briefly.";
+                    sink(&Event::Notice {
+                        message:
+                            "the reply was cut off by max_tokens; asking the model to continue"
+                                .into(),
+                    });
+                    convo.messages.push(Message::user_text(note));
+                    Next::Continue
+                }
+                _ => Next::End(RunEnd {
+                    outcome: Outcome::Completed,
+                    error: None,
+                    final_text: Some(text),
+                }),
+            };
+        }
+        let (results, fatal) = self
+            .run_tools(step, &reply.message, cut_off, sink, cancel)
+            .await;
+        convo.messages.push(reply.message);
+        convo.messages.push(Message {
+            role: Role::User,
+            content: results,
+        });
+        if let Some(e) = fatal {
+            return Next::End(RunEnd::error(e.to_string()));
+        }
+        if cancel.is_cancelled() {
+            return Next::End(RunEnd::new(Outcome::Interrupted));
+        }
+        Next::Continue
+    }
+
+    /// Runs every tool call of `message` in order; each gets exactly one
+    /// result. A call cut off by max_tokens is never run.
+    async fn run_tools(
+        &self,
+        step: u32,
+        message: &Message,
+        cut_off: bool,
+        sink: Sink<'_>,
+        cancel: &CancellationToken,
+    ) -> (Vec<Block>, Option<ExecError>) {
+        let mut results = Vec::new();
+        let mut fatal = None;
+        for (idx, call) in message.tool_calls().enumerate() {
+            sink(&Event::ToolCall {
+                step,
+                id: call.id.to_string(),
+                name: call.name.to_string(),
+                input: call.input.clone(),
+            });
+            let skip_reason = if fatal.is_some() {
+                Some("error: not run: the sandbox failed on an earlier call.")
+            } else if cancel.is_cancelled() {
+                Some("error: not run: the run was interrupted by the user.")
+            } else if cut_off && call.raw_input.is_some() {
+                Some(
+                    "error: this tool call was cut off by the max_tokens limit, so it was not run. \
+                     Send it again, shorter.",
+                )
+            } else {
+                None
+            };
+            let full_output_path = self
+                .outputs_dir
+                .as_ref()
+                .map(|d| d.join(format!("step-{step:04}-call-{idx}.txt")));
+            let outcome = match skip_reason {
+                Some(reason) => crate::tools::ToolOutcome::error(reason),
+                None => {
+                    let ctx = ToolContext {
+                        cancel: cancel.clone(),
+                        full_output_path: full_output_path.clone(),
+                    };
+                    self.tools.dispatch(call, &ctx).await
+                }
+            };
+            let exec = outcome.exec.as_ref();
+            sink(&Event::ToolResult {
+                step,
+                id: call.id.to_string(),
+                name: call.name.to_string(),
+                is_error: outcome.is_error,
+                exit_code: exec.and_then(|e| e.exit_code),
+                timed_out: exec.is_some_and(|e| e.timed_out),
+                oom_killed: exec.is_some_and(|e| e.oom_killed),
+                bytes_seen: exec.map_or(0, |e| e.bytes_seen),
+                duration_ms: exec.map_or(0, |e| e.duration_ms),
+                output: outcome.content.clone(),
+                full_output: full_output_path
+                    .filter(|p| exec.is_some() && p.exists())
+                    .map(|p| p.display().to_string()),
+            });
+            results.push(Block::ToolResult {
+                tool_use_id: call.id.to_string(),
+                content: outcome.content,
+                is_error: outcome.is_error,
+            });
+            if fatal.is_none() {
+                fatal = outcome.fatal;
+            }
+        }
+        (results, fatal)
+    }
+}
+
+/// The whole run's wall time so far.
+pub fn elapsed(convo: &Conversation) -> Duration {
+    convo.started.elapsed()
+}

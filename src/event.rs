@@ -1,0 +1,122 @@
+//! The typed events a run emits. The loop only emits; the human renderer,
+//! the JSONL renderer and the trajectory writer all consume the same stream.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::model::{Message, StopReason, Usage};
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The model answered without tool calls.
+    Completed,
+    StepLimit,
+    TimeLimit,
+    CostLimit,
+    /// The model refused the task.
+    Refused,
+    /// Ctrl-C.
+    Interrupted,
+    /// The model API, the sandbox or the configuration failed.
+    Error,
+}
+
+impl Outcome {
+    /// The process exit code for this outcome (documented in the README).
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Outcome::Completed => 0,
+            Outcome::StepLimit | Outcome::TimeLimit | Outcome::CostLimit | Outcome::Refused => 1,
+            Outcome::Error => 2,
+            Outcome::Interrupted => 130,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::StepLimit => "step_limit",
+            Outcome::TimeLimit => "time_limit",
+            Outcome::CostLimit => "cost_limit",
+            Outcome::Refused => "refused",
+            Outcome::Interrupted => "interrupted",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// One thing that happened during a run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        run_id: String,
+        /// The effective configuration, secrets left out.
+        config: Value,
+    },
+    /// A message the user added (the task, or a REPL line).
+    UserMessage { text: String },
+    ModelRequest {
+        step: u32,
+        messages: usize,
+        tools: usize,
+        max_tokens: u32,
+    },
+    /// Streamed assistant text (live display only; not kept in the trajectory).
+    TextDelta { text: String },
+    ModelRetry {
+        step: u32,
+        attempt: u32,
+        status: Option<u16>,
+        wait_ms: u64,
+        reason: String,
+    },
+    ModelReply {
+        step: u32,
+        message: Message,
+        stop_reason: StopReason,
+        usage: Usage,
+        cost_usd: f64,
+        total_cost_usd: f64,
+    },
+    ToolCall {
+        step: u32,
+        id: String,
+        name: String,
+        input: Value,
+    },
+    ToolResult {
+        step: u32,
+        id: String,
+        name: String,
+        is_error: bool,
+        exit_code: Option<i32>,
+        timed_out: bool,
+        oom_killed: bool,
+        bytes_seen: u64,
+        duration_ms: u64,
+        /// What the model was shown.
+        output: String,
+        /// The file holding the full, untruncated output, when one was written.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        full_output: Option<String>,
+    },
+    /// Something the loop did on its own (context trimmed, call cut off...).
+    Notice { message: String },
+    RunFinished {
+        outcome: Outcome,
+        steps: u32,
+        usage: Usage,
+        cost_usd: f64,
+        duration_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        final_text: Option<String>,
+    },
+}
+
+/// Where events go: any number of consumers, called in order.
+pub type Sink<'a> = &'a (dyn Fn(&Event) + Send + Sync);

@@ -1,0 +1,172 @@
+//! The `bash` tool: validates its input, applies the permission policy and
+//! hands the command to the executor.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::policy::Policy;
+use super::{Tool, ToolContext, ToolOutcome};
+use crate::exec::{ExecOutput, ExecRequest, Executor};
+use crate::model::ToolSpec;
+
+/// Settings of the bash tool.
+#[derive(Debug, Clone)]
+pub struct BashSettings {
+    /// Timeout when the model does not ask for one.
+    pub default_timeout: Duration,
+    /// The most the model may ask for.
+    pub max_timeout: Duration,
+    /// Bytes of output the model sees (head + tail).
+    pub max_output_bytes: usize,
+}
+
+/// Runs shell commands through an [`Executor`].
+pub struct BashTool {
+    executor: Arc<dyn Executor>,
+    policy: Policy,
+    settings: BashSettings,
+}
+
+impl BashTool {
+    pub fn new(executor: Arc<dyn Executor>, policy: Policy, settings: BashSettings) -> Self {
+        BashTool {
+            executor,
+            policy,
+            settings,
+        }
+    }
+
+    /// Reads `{"command": string, "timeout": optional seconds}`.
+    fn parse(&self, input: &Value) -> Result<(String, Duration), String> {
+        let obj = input
+            .as_object()
+            .ok_or("error: the bash tool takes a JSON object like {\"command\": \"ls\"}.")?;
+        let command = match obj.get("command") {
+            Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+            Some(Value::String(_)) => return Err("error: 'command' is empty.".into()),
+            Some(other) => {
+                return Err(format!(
+                    "error: 'command' must be a string, got {}.",
+                    type_name(other)
+                ));
+            }
+            None => return Err("error: missing required field 'command' (a string).".into()),
+        };
+        let timeout = match obj.get("timeout") {
+            None | Some(Value::Null) => self.settings.default_timeout,
+            Some(Value::Number(n)) => match n.as_f64() {
+                Some(secs) if secs > 0.0 && secs.is_finite() => {
+                    let asked = Duration::from_secs_f64(secs);
+                    asked.min(self.settings.max_timeout)
+                }
+                _ => return Err("error: 'timeout' must be a positive number of seconds.".into()),
+            },
+            Some(other) => {
+                return Err(format!(
+                    "error: 'timeout' must be a number of seconds, got {}.",
+                    type_name(other)
+                ));
+            }
+        };
+        Ok((command, timeout))
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The text the model sees for a finished command.
+pub fn render_for_model(out: &ExecOutput, timeout: Duration) -> String {
+    let mut text = out.output.clone();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    if out.timed_out {
+        text.push_str(&format!(
+            "[timed out after {}s; the command and every process it started were killed]",
+            timeout.as_secs_f64()
+        ));
+    } else if out.cancelled {
+        text.push_str("[interrupted by the user; the command was killed]");
+    } else if out.oom_killed {
+        text.push_str("[killed: out of memory (the sandbox's memory limit was reached)]");
+    } else {
+        match out.exit_code {
+            Some(code) => text.push_str(&format!("[exit code: {code}]")),
+            None => text.push_str("[killed by a signal]"),
+        }
+    }
+    text
+}
+
+#[async_trait]
+impl Tool for BashTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "bash".into(),
+            description: format!(
+                "Run a shell command with bash -c in {}. Each call starts a fresh shell: \
+                 cd and variables do not carry over, files do. stdout and stderr come back \
+                 together, truncated in the middle past {} bytes. The command is killed after \
+                 `timeout` seconds (default {}, at most {}). No interactive input.",
+                self.executor.workdir(),
+                self.settings.max_output_bytes,
+                self.settings.default_timeout.as_secs(),
+                self.settings.max_timeout.as_secs(),
+            ),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The shell command to run."},
+                    "timeout": {"type": "number", "description": "Seconds before the command is killed."}
+                },
+                "required": ["command"]
+            }),
+        }
+    }
+
+    async fn call(&self, input: &Value, ctx: &ToolContext) -> ToolOutcome {
+        let (command, timeout) = match self.parse(input) {
+            Ok(v) => v,
+            Err(msg) => return ToolOutcome::error(msg),
+        };
+        if let Some(pattern) = self.policy.check(&command) {
+            return ToolOutcome::error(format!(
+                "blocked by policy: the command matches the deny pattern `{pattern}` and was not run."
+            ));
+        }
+        let req = ExecRequest {
+            command,
+            timeout,
+            max_output_bytes: self.settings.max_output_bytes,
+            full_output_path: ctx.full_output_path.clone(),
+            cancel: ctx.cancel.clone(),
+        };
+        match self.executor.execute(req).await {
+            Ok(out) => ToolOutcome {
+                content: render_for_model(&out, timeout),
+                is_error: out.timed_out || out.oom_killed,
+                exec: Some(out),
+                fatal: None,
+            },
+            Err(e) if e.is_fatal() => ToolOutcome {
+                content: format!("error: {e}"),
+                is_error: true,
+                exec: None,
+                fatal: Some(e),
+            },
+            Err(e) => ToolOutcome::error(format!("error: {e}")),
+        }
+    }
+}
