@@ -5,7 +5,15 @@
 //! the trajectory.
 
 pub mod agent;
+pub mod app;
+pub mod cli;
+pub mod config;
 pub mod event;
 pub mod exec;
+pub mod gc;
 pub mod model;
+pub mod prompt;
+pub mod render;
 pub mod tools;
+pub mod trajectory;
+pub mod workspace;

@@ -1,0 +1,354 @@
+//! One run from validated configuration to outcome: builds the model, the
+//! executor and the tools, wires the event consumers, handles Ctrl-C, and
+//! always leaves a complete trajectory.
+
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, AgentSettings, Conversation, Limits, RunEnd};
+use crate::cli::{ExecutorKind, Provider, RunArgs};
+use crate::config::{Config, ConfigError};
+use crate::event::{Event, Outcome};
+use crate::exec::local::{LocalConfig, LocalExecutor};
+use crate::exec::{ExecError, Executor};
+use crate::model::scripted::ScriptedModel;
+use crate::model::{Message, Model, ModelError, Usage};
+use crate::render::{Human, json_line};
+use crate::tools::Registry;
+use crate::tools::bash::{BashSettings, BashTool};
+use crate::trajectory::{Redactor, RunDir, RunDirError, new_run_path};
+use crate::workspace::Workspace;
+
+/// A failure before or around the run, reported as one line plus a hint.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Model(#[from] ModelError),
+    #[error("{0}")]
+    Exec(#[from] ExecError),
+    #[error("{0}")]
+    RunDir(#[from] RunDirError),
+    #[error("cannot prepare the workspace: {0}")]
+    Workspace(std::io::Error),
+    #[error("no task given and stdin is not a terminal")]
+    NoTask,
+    #[error("cannot read the task from stdin: {0}")]
+    Stdin(std::io::Error),
+}
+
+impl AppError {
+    /// What the user can do about it.
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            AppError::Model(ModelError::MissingKey { var }) => format!(
+                "export {var}=..., or try without a key: --provider scripted --script FILE"
+            ),
+            AppError::Model(ModelError::Unauthorized { var, .. }) => {
+                format!("check that {var} holds a valid key for this API")
+            }
+            AppError::Model(ModelError::ModelNotFound { .. }) => {
+                "check --model (or RUNNER_MODEL) against the provider's model list".into()
+            }
+            AppError::Model(ModelError::Unreachable { .. }) => {
+                "check --base-url (or ANTHROPIC_BASE_URL / OPENAI_BASE_URL) and the network".into()
+            }
+            AppError::Exec(ExecError::DockerUnavailable { .. }) => {
+                "start the Docker daemon (or set DOCKER_HOST); --executor local runs without a sandbox".into()
+            }
+            AppError::Exec(ExecError::ImageUnavailable { .. }) => {
+                "build the project's sandbox images with `make sandbox-image`, or pass --image".into()
+            }
+            AppError::NoTask => "pass the task as an argument, or `-` to read it from stdin".into(),
+            _ => return None,
+        })
+    }
+}
+
+/// Runs a task (or a conversation) and returns the process exit code.
+pub async fn run(args: RunArgs) -> i32 {
+    let human = Human::new();
+    match run_inner(args, &human).await {
+        Ok(code) => code,
+        Err(e) => {
+            report_error(&e);
+            2
+        }
+    }
+}
+
+/// Prints an error and its hint on stderr.
+pub fn report_error(e: &AppError) {
+    eprintln!("error: {e}");
+    if let Some(h) = e.hint() {
+        eprintln!("hint: {h}");
+    }
+}
+
+/// Where the task comes from.
+enum TaskSource {
+    Once(String),
+    Repl,
+}
+
+fn task_source(task: Option<&str>) -> Result<TaskSource, AppError> {
+    match task {
+        Some("-") => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map_err(AppError::Stdin)?;
+            Ok(TaskSource::Once(s))
+        }
+        Some(t) => Ok(TaskSource::Once(t.to_string())),
+        None if std::io::stdin().is_terminal() => Ok(TaskSource::Repl),
+        None => Err(AppError::NoTask),
+    }
+}
+
+async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
+    let config = Config::from_args(&args)?;
+    let source = task_source(args.task.as_deref())?;
+    let model = build_model(&config)?;
+
+    let (run_id, default_path) = new_run_path(&PathBuf::from("runs"));
+    let run_path = config.run_dir.clone().unwrap_or(default_path);
+    let run_dir = RunDir::create(&run_path, Redactor::from_env())?;
+    let workspace = Workspace::prepare(config.workspace.as_deref()).map_err(AppError::Workspace)?;
+
+    let json = config.json;
+    let redactor = Redactor::from_env();
+    let sink = |ev: &Event| {
+        run_dir.record(ev);
+        human.render(ev);
+        if json {
+            json_line(ev, &redactor);
+        }
+    };
+
+    let cancel = CancellationToken::new();
+    spawn_signal_watch(cancel.clone());
+
+    let started = Instant::now();
+    sink(&Event::RunStarted {
+        run_id: run_id.clone(),
+        config: config.public_json(),
+    });
+    if config.executor == ExecutorKind::Local {
+        human.say("warning: --executor local runs commands on this host, not in a sandbox");
+    }
+
+    let mut convo = Conversation::default();
+    let end = match build_executor(&config, &workspace).await {
+        Ok(executor) => {
+            let end = converse(
+                &config,
+                model.as_ref(),
+                executor.clone(),
+                &run_dir,
+                &mut convo,
+                source,
+                &sink,
+                &cancel,
+                human,
+            )
+            .await;
+            if let Err(e) = executor.shutdown().await {
+                human.say(&format!("warning: cleanup failed: {e}"));
+            }
+            end
+        }
+        Err(e) => RunEnd {
+            outcome: Outcome::Error,
+            error: Some(e.to_string()),
+            final_text: None,
+        },
+    };
+
+    sink(&Event::RunFinished {
+        outcome: end.outcome,
+        steps: convo.steps,
+        usage: convo.usage,
+        cost_usd: convo.cost_usd,
+        duration_ms: started.elapsed().as_millis() as u64,
+        error: end.error.clone(),
+        final_text: end.final_text.clone(),
+    });
+    run_dir.redact_outputs();
+    let keep = config.keep_workspace || end.outcome != Outcome::Completed;
+    if let Some(p) = workspace.finish(keep) {
+        human.say(&format!("workspace: {}", p.display()));
+    }
+    human.say(&format!(
+        "trajectory: {}",
+        run_dir.trajectory_path().display()
+    ));
+    Ok(end.outcome.exit_code())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn converse(
+    config: &Config,
+    model: &dyn Model,
+    executor: Arc<dyn Executor>,
+    run_dir: &RunDir,
+    convo: &mut Conversation,
+    source: TaskSource,
+    sink: &(dyn Fn(&Event) + Send + Sync),
+    cancel: &CancellationToken,
+    human: &Human,
+) -> RunEnd {
+    let system = config
+        .system_prompt
+        .clone()
+        .unwrap_or_else(|| crate::prompt::default_system_prompt(&executor.workdir()));
+    let mut tools = Registry::new();
+    tools.register(Box::new(BashTool::new(
+        executor,
+        config.policy.clone(),
+        BashSettings {
+            default_timeout: config.timeout,
+            max_timeout: config.max_command_timeout,
+            max_output_bytes: config.output_limit_bytes,
+        },
+    )));
+    let settings = AgentSettings {
+        system,
+        limits: Limits {
+            max_steps: Some(config.max_steps),
+            max_time: config.max_time,
+            max_cost_usd: config.max_cost_usd,
+        },
+        max_tokens: config.max_tokens,
+        context_window_tokens: config.context_window_tokens,
+    };
+    let price = config.price;
+    let model_name = config.model.clone();
+    let cost = move |u: &Usage| match price {
+        Some(p) => crate::model::pricing::cost_with(&p, u),
+        None => crate::model::pricing::cost_usd(&model_name, u),
+    };
+    let agent = Agent {
+        model,
+        tools: &tools,
+        settings: &settings,
+        cost: &cost,
+        outputs_dir: Some(run_dir.outputs_dir()),
+    };
+    match source {
+        TaskSource::Once(task) => {
+            sink(&Event::UserMessage { text: task.clone() });
+            convo.messages.push(Message::user_text(task));
+            agent.run(convo, sink, cancel).await
+        }
+        TaskSource::Repl => repl(&agent, convo, sink, cancel, human).await,
+    }
+}
+
+/// A multi-turn conversation on a terminal; `exit`, `q`, an empty line or
+/// EOF ends it.
+async fn repl(
+    agent: &Agent<'_>,
+    convo: &mut Conversation,
+    sink: &(dyn Fn(&Event) + Send + Sync),
+    cancel: &CancellationToken,
+    human: &Human,
+) -> RunEnd {
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut last = RunEnd {
+        outcome: Outcome::Completed,
+        error: None,
+        final_text: None,
+    };
+    loop {
+        eprint!("> ");
+        let line = tokio::select! {
+            _ = cancel.cancelled() => return interrupted(),
+            l = lines.next_line() => l,
+        };
+        let text = match line {
+            Ok(Some(l)) => l.trim().to_string(),
+            Ok(None) => return last,
+            Err(e) => {
+                human.say(&format!("error: cannot read stdin: {e}"));
+                return last;
+            }
+        };
+        if text.is_empty() || text == "exit" || text == "q" {
+            return last;
+        }
+        sink(&Event::UserMessage { text: text.clone() });
+        convo.messages.push(Message::user_text(text));
+        last = agent.run(convo, sink, cancel).await;
+        if last.outcome != Outcome::Completed {
+            return last;
+        }
+    }
+}
+
+fn interrupted() -> RunEnd {
+    RunEnd {
+        outcome: Outcome::Interrupted,
+        error: None,
+        final_text: None,
+    }
+}
+
+/// Ctrl-C and SIGTERM cancel the run; the loop stops the running command
+/// and the model call, and the trajectory is still written.
+fn spawn_signal_watch(cancel: CancellationToken) {
+    tokio::spawn(async move {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    cancel.cancel();
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        cancel.cancel();
+    });
+}
+
+/// Builds the configured model client.
+pub fn build_model(config: &Config) -> Result<Box<dyn Model>, ModelError> {
+    match config.provider {
+        Provider::Scripted => {
+            let path = config
+                .script
+                .as_deref()
+                .ok_or_else(|| ModelError::Script("no --script given".into()))?;
+            Ok(Box::new(ScriptedModel::from_file(path)?))
+        }
+        Provider::Anthropic | Provider::Openai => Err(ModelError::Script(
+            "HTTP providers are wired in with the model clients".into(),
+        )),
+    }
+}
+
+/// Builds the configured executor.
+pub async fn build_executor(
+    config: &Config,
+    workspace: &Workspace,
+) -> Result<Arc<dyn Executor>, ExecError> {
+    match config.executor {
+        ExecutorKind::Local => Ok(Arc::new(LocalExecutor::new(LocalConfig {
+            workdir: workspace.path().to_path_buf(),
+            env: config.command_env.clone(),
+        }))),
+        ExecutorKind::Docker => Err(ExecError::DockerUnavailable {
+            detail: "the docker executor is wired in with the docker work".into(),
+        }),
+    }
+}

@@ -1,0 +1,336 @@
+//! Turns flags, environment and files into one validated [`Config`].
+//! Every default is a named constant with its unit in the name.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::cli::{ExecutorKind, Network, Provider, RunArgs, WorkspaceMode};
+use crate::tools::policy::{Policy, PolicyError};
+
+pub const DEFAULT_IMAGE: &str = "runner-sandbox:bookworm";
+pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
+pub const DEFAULT_MAX_COMMAND_TIMEOUT_SECS: u64 = 600;
+pub const DEFAULT_MAX_STEPS: u32 = 100;
+pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+pub const DEFAULT_CONTEXT_WINDOW_TOKENS: u64 = 200_000;
+pub const DEFAULT_OUTPUT_LIMIT_BYTES: usize = 10_000;
+pub const DEFAULT_CPUS: f64 = 1.0;
+pub const DEFAULT_MEMORY: &str = "1g";
+pub const DEFAULT_PIDS_LIMIT: i64 = 256;
+pub const DEFAULT_USER: &str = "1000:1000";
+pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
+pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o";
+pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+/// Environment variables of the runner that commands may see.
+pub const ENV_ALLOWLIST: &[&str] = &["PATH", "HOME", "LANG", "TERM"];
+
+/// A configuration the user can fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--env '{0}' is not of the form K=V")]
+    BadEnv(String),
+    #[error("--memory '{0}' is not a size like 512m or 2g")]
+    BadMemory(String),
+    #[error("--{flag} must be {what}, got {value}")]
+    OutOfRange {
+        flag: &'static str,
+        what: &'static str,
+        value: String,
+    },
+    #[error("cannot read --system-file {path}: {source}")]
+    SystemFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("--provider scripted needs --script FILE")]
+    MissingScript,
+    #[error("{0}")]
+    Policy(#[from] PolicyError),
+    #[error(
+        "--price '{0}' is not \"INPUT,OUTPUT[,CACHE_WRITE,CACHE_READ]\" in USD per million tokens"
+    )]
+    BadPrice(String),
+}
+
+/// Container settings the docker executor needs.
+#[derive(Debug, Clone)]
+pub struct SandboxSettings {
+    pub image: String,
+    pub network: Network,
+    pub cpus: f64,
+    pub memory_bytes: i64,
+    pub pids_limit: i64,
+    pub user: String,
+    pub writable_rootfs: bool,
+    pub workspace_mode: WorkspaceMode,
+}
+
+/// Everything a run needs, validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub provider: Provider,
+    pub model: String,
+    pub base_url: String,
+    /// The API key, never written anywhere.
+    pub api_key: Option<String>,
+    pub script: Option<PathBuf>,
+    pub executor: ExecutorKind,
+    pub sandbox: SandboxSettings,
+    pub timeout: Duration,
+    pub max_command_timeout: Duration,
+    pub max_steps: u32,
+    pub max_time: Option<Duration>,
+    pub max_cost_usd: Option<f64>,
+    /// USD per million tokens: input, output, cache write, cache read.
+    pub price: Option<[f64; 4]>,
+    pub max_tokens: u32,
+    pub context_window_tokens: u64,
+    pub output_limit_bytes: usize,
+    pub system_prompt: Option<String>,
+    /// The exact environment of every command.
+    pub command_env: Vec<(String, String)>,
+    pub policy: Policy,
+    pub deny: Vec<String>,
+    pub default_deny: bool,
+    pub run_dir: Option<PathBuf>,
+    pub json: bool,
+    pub workspace: Option<PathBuf>,
+    pub keep_workspace: bool,
+}
+
+impl Config {
+    /// Validates the flags (already merged with the environment by clap).
+    pub fn from_args(a: &RunArgs) -> Result<Self, ConfigError> {
+        let (key_var, url_var, default_url, default_model) = match a.provider {
+            Provider::Anthropic => (
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_BASE_URL",
+                DEFAULT_ANTHROPIC_BASE_URL,
+                DEFAULT_ANTHROPIC_MODEL,
+            ),
+            Provider::Openai => (
+                "OPENAI_API_KEY",
+                "OPENAI_BASE_URL",
+                DEFAULT_OPENAI_BASE_URL,
+                DEFAULT_OPENAI_MODEL,
+            ),
+            Provider::Scripted => ("", "", "", "scripted"),
+        };
+        let env_nonempty = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let base_url = a
+            .base_url
+            .clone()
+            .or_else(|| env_nonempty(url_var))
+            .unwrap_or_else(|| default_url.to_string());
+        if a.provider == Provider::Scripted && a.script.is_none() {
+            return Err(ConfigError::MissingScript);
+        }
+        positive("timeout", a.timeout as f64)?;
+        positive("max-command-timeout", a.max_command_timeout as f64)?;
+        positive("max-steps", a.max_steps as f64)?;
+        positive("max-tokens", a.max_tokens as f64)?;
+        positive("cpus", a.cpus)?;
+        positive("pids-limit", a.pids_limit as f64)?;
+        if a.output_limit < 100 {
+            return Err(ConfigError::OutOfRange {
+                flag: "output-limit",
+                what: "at least 100 bytes",
+                value: a.output_limit.to_string(),
+            });
+        }
+        if let Some(c) = a.max_cost {
+            positive("max-cost", c)?;
+        }
+        let system_prompt =
+            match (&a.system, &a.system_file) {
+                (Some(s), _) => Some(s.clone()),
+                (None, Some(path)) => Some(std::fs::read_to_string(path).map_err(|source| {
+                    ConfigError::SystemFile {
+                        path: path.clone(),
+                        source,
+                    }
+                })?),
+                (None, None) => None,
+            };
+        Ok(Config {
+            provider: a.provider,
+            model: a.model.clone().unwrap_or_else(|| default_model.to_string()),
+            base_url,
+            api_key: if key_var.is_empty() {
+                None
+            } else {
+                env_nonempty(key_var)
+            },
+            script: a.script.clone(),
+            executor: a.executor,
+            sandbox: SandboxSettings {
+                image: a.image.clone(),
+                network: a.network,
+                cpus: a.cpus,
+                memory_bytes: parse_memory(&a.memory)?,
+                pids_limit: a.pids_limit,
+                user: a.user.clone(),
+                writable_rootfs: a.writable_rootfs,
+                workspace_mode: a.workspace_mode,
+            },
+            timeout: Duration::from_secs(a.timeout),
+            max_command_timeout: Duration::from_secs(a.max_command_timeout.max(a.timeout)),
+            max_steps: a.max_steps,
+            max_time: a.max_time.map(Duration::from_secs),
+            max_cost_usd: a.max_cost,
+            price: a.price.as_deref().map(parse_price).transpose()?,
+            max_tokens: a.max_tokens,
+            context_window_tokens: a.context_window,
+            output_limit_bytes: a.output_limit,
+            system_prompt,
+            command_env: command_env(&a.env)?,
+            policy: Policy::new(!a.no_default_deny, &a.deny)?,
+            deny: a.deny.clone(),
+            default_deny: !a.no_default_deny,
+            run_dir: a.run_dir.clone(),
+            json: a.json,
+            workspace: a.workspace.clone(),
+            keep_workspace: a.keep_workspace,
+        })
+    }
+
+    /// The configuration as recorded in the trajectory: no secrets.
+    pub fn public_json(&self) -> Value {
+        json!({
+            "provider": format!("{:?}", self.provider).to_lowercase(),
+            "model": self.model,
+            "base_url": self.base_url,
+            "api_key_set": self.api_key.is_some(),
+            "executor": format!("{:?}", self.executor).to_lowercase(),
+            "image": self.sandbox.image,
+            "network": format!("{:?}", self.sandbox.network).to_lowercase(),
+            "cpus": self.sandbox.cpus,
+            "memory_bytes": self.sandbox.memory_bytes,
+            "pids_limit": self.sandbox.pids_limit,
+            "user": self.sandbox.user,
+            "writable_rootfs": self.sandbox.writable_rootfs,
+            "timeout_secs": self.timeout.as_secs(),
+            "max_command_timeout_secs": self.max_command_timeout.as_secs(),
+            "max_steps": self.max_steps,
+            "max_time_secs": self.max_time.map(|d| d.as_secs()),
+            "max_cost_usd": self.max_cost_usd,
+            "max_tokens": self.max_tokens,
+            "context_window_tokens": self.context_window_tokens,
+            "output_limit_bytes": self.output_limit_bytes,
+            "command_env": self.command_env.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            "default_deny": self.default_deny,
+            "deny": self.deny,
+        })
+    }
+}
+
+fn positive(flag: &'static str, v: f64) -> Result<(), ConfigError> {
+    if v > 0.0 && v.is_finite() {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            flag,
+            what: "greater than 0",
+            value: v.to_string(),
+        })
+    }
+}
+
+/// The environment of commands: the allowlisted variables of the runner's
+/// own environment, then the `--env` pairs.
+fn command_env(pairs: &[String]) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut env: Vec<(String, String)> = ENV_ALLOWLIST
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+        .collect();
+    for pair in pairs {
+        let (k, v) = pair
+            .split_once('=')
+            .filter(|(k, _)| !k.is_empty() && !k.contains(char::is_whitespace))
+            .ok_or_else(|| ConfigError::BadEnv(pair.clone()))?;
+        env.retain(|(existing, _)| existing != k);
+        env.push((k.to_string(), v.to_string()));
+    }
+    Ok(env)
+}
+
+/// Parses sizes like `512m`, `2g`, `1.5G`, `1048576`.
+pub fn parse_memory(s: &str) -> Result<i64, ConfigError> {
+    let bad = || ConfigError::BadMemory(s.to_string());
+    let t = s.trim().to_ascii_lowercase();
+    let t = t.strip_suffix('b').unwrap_or(&t);
+    let (num, mult) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m') => (&t[..t.len() - 1], 1 << 20),
+        Some('g') => (&t[..t.len() - 1], 1 << 30),
+        Some('t') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    let n: f64 = num.trim().parse().map_err(|_| bad())?;
+    let bytes = n * mult as f64;
+    const MIN_MEMORY_BYTES: f64 = (6 << 20) as f64;
+    if !bytes.is_finite() || bytes < MIN_MEMORY_BYTES || bytes > i64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(bytes as i64)
+}
+
+fn parse_price(s: &str) -> Result<[f64; 4], ConfigError> {
+    let bad = || ConfigError::BadPrice(s.to_string());
+    let nums: Vec<f64> = s
+        .split(',')
+        .map(|p| p.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad())?;
+    if nums.iter().any(|n| !n.is_finite() || *n < 0.0) {
+        return Err(bad());
+    }
+    match nums.as_slice() {
+        [i, o] => Ok([*i, *o, i * 1.25, i * 0.1]),
+        [i, o, w, r] => Ok([*i, *o, *w, *r]),
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_sizes() {
+        assert_eq!(parse_memory("1g").ok(), Some(1 << 30));
+        assert_eq!(parse_memory("512m").ok(), Some(512 << 20));
+        assert_eq!(parse_memory("1.5G").ok(), Some(3 << 29));
+        assert!(parse_memory("lots").is_err());
+        assert!(parse_memory("1k").is_err());
+    }
+
+    #[test]
+    fn env_pairs() {
+        let env = command_env(&["A=1".into(), "B=x=y".into()]).expect("valid");
+        assert!(env.contains(&("A".into(), "1".into())));
+        assert!(env.contains(&("B".into(), "x=y".into())));
+        assert!(
+            env.iter()
+                .all(|(k, _)| ENV_ALLOWLIST.contains(&k.as_str()) || k == "A" || k == "B")
+        );
+        assert!(command_env(&["novalue".into()]).is_err());
+        assert!(command_env(&["=1".into()]).is_err());
+    }
+
+    #[test]
+    fn prices() {
+        let p = parse_price("3,15").expect("two prices");
+        let want = [3.0, 15.0, 3.75, 0.3];
+        assert!(
+            p.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-9),
+            "{p:?}"
+        );
+        assert_eq!(parse_price("1,2,3,4").ok(), Some([1.0, 2.0, 3.0, 4.0]));
+        assert!(parse_price("1").is_err());
+        assert!(parse_price("a,b").is_err());
+    }
+}

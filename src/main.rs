@@ -1,0 +1,24 @@
+//! The `runner` binary: parse, call `run`, map the result to an exit code.
+
+use clap::Parser;
+
+use runner::cli::{Cli, Command};
+
+#[tokio::main]
+async fn main() {
+    // Precedence: flag > environment > .env (dotenvy never overrides).
+    let _ = dotenvy::dotenv();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RUNNER_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let code = match cli.command {
+        None => runner::app::run(cli.run).await,
+        Some(Command::Gc(_)) => runner::gc::run().await,
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,161 @@
+//! What the user sees: human text on stderr, JSON lines on stdout.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
+
+use crate::event::{Event, Outcome};
+use crate::trajectory::Redactor;
+
+/// Lines of a command's output shown in human mode (the model sees more).
+const HUMAN_OUTPUT_LINES: usize = 12;
+
+/// Human-readable progress on stderr.
+pub struct Human {
+    color: bool,
+    /// Whether the last thing printed was streamed text without a newline.
+    mid_line: Mutex<bool>,
+}
+
+impl Human {
+    /// Colour only on a terminal and when `NO_COLOR` is unset.
+    pub fn new() -> Self {
+        let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        Human {
+            color,
+            mid_line: Mutex::new(false),
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    fn line(&self, text: &str) {
+        let mut err = std::io::stderr().lock();
+        if let Ok(mut mid) = self.mid_line.lock() {
+            if *mid {
+                let _ = writeln!(err);
+                *mid = false;
+            }
+        }
+        let _ = writeln!(err, "{text}");
+    }
+
+    /// Renders one event.
+    pub fn render(&self, event: &Event) {
+        match event {
+            Event::TextDelta { text } => {
+                let mut err = std::io::stderr().lock();
+                let _ = write!(err, "{text}");
+                let _ = err.flush();
+                if let Ok(mut mid) = self.mid_line.lock() {
+                    *mid = !text.ends_with('\n');
+                }
+            }
+            Event::ToolCall { name, input, .. } => {
+                let shown = match input.get("command").and_then(|c| c.as_str()) {
+                    Some(cmd) if name == "bash" => format!("$ {cmd}"),
+                    _ => format!("{name} {input}"),
+                };
+                self.line(&self.paint("1;36", &shown));
+            }
+            Event::ToolResult { output, .. } => {
+                let lines: Vec<&str> = output.lines().collect();
+                let mut shown = String::new();
+                if lines.len() > HUMAN_OUTPUT_LINES {
+                    let keep = HUMAN_OUTPUT_LINES / 2;
+                    for l in &lines[..keep] {
+                        shown.push_str(&format!("  {l}\n"));
+                    }
+                    shown.push_str(&format!(
+                        "  ... ({} more lines) ...\n",
+                        lines.len() - 2 * keep
+                    ));
+                    for l in &lines[lines.len() - keep..] {
+                        shown.push_str(&format!("  {l}\n"));
+                    }
+                } else {
+                    for l in &lines {
+                        shown.push_str(&format!("  {l}\n"));
+                    }
+                }
+                self.line(&self.paint("2", shown.trim_end()));
+            }
+            Event::ModelRetry {
+                attempt,
+                status,
+                wait_ms,
+                reason,
+                ..
+            } => {
+                let status = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
+                self.line(&self.paint(
+                    "33",
+                    &format!(
+                        "retrying model call{status} in {wait_ms} ms, attempt {attempt}: {reason}"
+                    ),
+                ));
+            }
+            Event::Notice { message } => self.line(&self.paint("33", &format!("note: {message}"))),
+            Event::RunFinished {
+                outcome,
+                steps,
+                usage,
+                cost_usd,
+                duration_ms,
+                error,
+                ..
+            } => {
+                if let Some(e) = error {
+                    self.line(&self.paint("1;31", &format!("error: {e}")));
+                }
+                let summary = format!(
+                    "{} after {steps} steps in {:.1}s, ${cost_usd:.4} (tokens in {} / out {})",
+                    outcome.as_str(),
+                    *duration_ms as f64 / 1000.0,
+                    usage.total_input(),
+                    usage.output_tokens
+                );
+                let code = if *outcome == Outcome::Completed {
+                    "32"
+                } else {
+                    "31"
+                };
+                self.line(&self.paint(code, &summary));
+            }
+            Event::RunStarted { .. }
+            | Event::UserMessage { .. }
+            | Event::ModelRequest { .. }
+            | Event::ModelReply { .. } => {}
+        }
+    }
+
+    /// A line of the runner's own (warnings, where files went).
+    pub fn say(&self, text: &str) {
+        self.line(text);
+    }
+}
+
+impl Default for Human {
+    fn default() -> Self {
+        Human::new()
+    }
+}
+
+/// Events as JSON lines on stdout (live text deltas left out), secrets
+/// redacted.
+pub fn json_line(event: &Event, redactor: &Redactor) {
+    if matches!(event, Event::TextDelta { .. }) {
+        return;
+    }
+    if let Ok(line) = serde_json::to_string(event) {
+        let line = redactor.redact(&line);
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+}

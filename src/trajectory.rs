@@ -1,0 +1,219 @@
+//! The run directory: `trajectory.jsonl`, appended and flushed after every
+//! event so that a crash, a limit or Ctrl-C still leaves a complete,
+//! parseable file, and `outputs/` with the full output of each command.
+//! Secrets are redacted from everything written here.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::event::Event;
+
+/// Replaces known secret values with a marker.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    secrets: Vec<String>,
+}
+
+/// Secrets shorter than this are not redacted: they would match ordinary text.
+const MIN_SECRET_CHARS: usize = 8;
+/// What a secret becomes.
+pub const REDACTED: &str = "[REDACTED]";
+
+impl Redactor {
+    /// Collects the secret values of the runner's environment: the API keys
+    /// and every variable whose name looks like it holds a credential.
+    pub fn from_env() -> Self {
+        let mut secrets = Vec::new();
+        for (name, value) in std::env::vars() {
+            let upper = name.to_ascii_uppercase();
+            let looks_secret = ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"]
+                .iter()
+                .any(|w| upper.contains(w));
+            if looks_secret {
+                secrets.push(value);
+            }
+        }
+        Redactor::new(secrets)
+    }
+
+    pub fn new(secrets: Vec<String>) -> Self {
+        let mut secrets: Vec<String> = secrets
+            .into_iter()
+            .filter(|s| s.chars().count() >= MIN_SECRET_CHARS)
+            .collect();
+        // Longest first, so a secret containing another is replaced whole.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets.dedup();
+        Redactor { secrets }
+    }
+
+    pub fn secrets(&self) -> &[String] {
+        &self.secrets
+    }
+
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for s in &self.secrets {
+            if out.contains(s.as_str()) {
+                out = out.replace(s.as_str(), REDACTED);
+            }
+            // Secrets also appear JSON-escaped in serialized events.
+            let escaped = serde_json::to_string(s).unwrap_or_default();
+            let escaped = escaped.trim_matches('"');
+            if escaped != s && out.contains(escaped) {
+                out = out.replace(escaped, REDACTED);
+            }
+        }
+        out
+    }
+}
+
+/// An open run directory.
+#[derive(Debug)]
+pub struct RunDir {
+    path: PathBuf,
+    file: Mutex<File>,
+    redactor: Redactor,
+}
+
+/// The run directory could not be made or written.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the run directory {path}: {source}")]
+pub struct RunDirError {
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
+impl RunDir {
+    /// Creates `path` (and `outputs/` in it) and opens the trajectory.
+    pub fn create(path: &Path, redactor: Redactor) -> Result<Self, RunDirError> {
+        let err = |source| RunDirError {
+            path: path.to_path_buf(),
+            source,
+        };
+        std::fs::create_dir_all(path.join("outputs")).map_err(err)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path.join("trajectory.jsonl"))
+            .map_err(err)?;
+        Ok(RunDir {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+            redactor,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn outputs_dir(&self) -> PathBuf {
+        self.path.join("outputs")
+    }
+
+    pub fn trajectory_path(&self) -> PathBuf {
+        self.path.join("trajectory.jsonl")
+    }
+
+    /// Appends one event as a JSON line and flushes it. Live text deltas
+    /// are not kept: the full reply follows in `model_reply`.
+    pub fn record(&self, event: &Event) {
+        if matches!(event, Event::TextDelta { .. }) {
+            return;
+        }
+        let line = match serde_json::to_string(event) {
+            Ok(l) => self.redactor.redact(&l),
+            Err(e) => {
+                tracing::warn!("cannot serialize an event: {e}");
+                return;
+            }
+        };
+        let Ok(mut f) = self.file.lock() else {
+            return;
+        };
+        if let Err(e) = writeln!(f, "{line}").and_then(|_| f.flush()) {
+            tracing::warn!("cannot append to {}: {e}", self.trajectory_path().display());
+        }
+    }
+
+    /// Redacts the full-output files written during the run, in place.
+    /// Output is streamed to disk while the command runs; this makes sure a
+    /// secret never stays in them.
+    pub fn redact_outputs(&self) {
+        if self.redactor.secrets.is_empty() {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(self.outputs_dir()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(entry.path()) else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&bytes);
+            let redacted = self.redactor.redact(&text);
+            if redacted != text {
+                let _ = std::fs::write(entry.path(), redacted);
+            }
+        }
+    }
+}
+
+/// A fresh run directory name under `base`: `YYYYmmdd-HHMMSS-xxxxxx`.
+pub fn new_run_path(base: &Path) -> (String, PathBuf) {
+    let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
+    let id = format!("{stamp}-{:06x}", fastrand::u32(..0x100_0000));
+    let path = base.join(&id);
+    (id, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_plain_and_escaped_secrets_but_not_short_ones() {
+        let r = Redactor::new(vec![
+            "sk-ant-123456789".into(),
+            "short".into(),
+            "a\"quoted\"key".into(),
+        ]);
+        assert_eq!(r.redact("key=sk-ant-123456789."), "key=[REDACTED].");
+        assert_eq!(r.redact("short stays"), "short stays");
+        let json = serde_json::to_string("x a\"quoted\"key y").expect("serializes");
+        assert!(!r.redact(&json).contains("quoted"));
+    }
+
+    #[test]
+    fn every_event_is_a_line_and_deltas_are_skipped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rd = RunDir::create(
+            &dir.path().join("r"),
+            Redactor::new(vec!["supersecret-value".into()]),
+        )
+        .expect("creates");
+        rd.record(&Event::TextDelta { text: "x".into() });
+        rd.record(&Event::UserMessage {
+            text: "use supersecret-value".into(),
+        });
+        rd.record(&Event::Notice {
+            message: "n".into(),
+        });
+        let text = std::fs::read_to_string(rd.trajectory_path()).expect("reads");
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(!text.contains("supersecret-value"));
+        for l in lines {
+            serde_json::from_str::<serde_json::Value>(l).expect("each line is JSON");
+        }
+    }
+}
