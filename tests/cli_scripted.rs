@@ -1,0 +1,322 @@
+//! The binary driven as a user drives it, with the scripted model: the
+//! loop, limits, error results, files written, exit codes.
+
+mod util;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use util::{Dir, of_type, outcome, run};
+
+fn script(dir: &Dir, turns: serde_json::Value) -> String {
+    dir.write("script.json", &turns.to_string())
+        .display()
+        .to_string()
+}
+
+fn bash(cmd: &str) -> serde_json::Value {
+    json!({"name": "bash", "input": {"command": cmd}})
+}
+
+#[test]
+fn multi_step_loop_completes_and_writes_a_trajectory() {
+    let d = Dir::new();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).expect("mkdir");
+    let s = script(
+        &d,
+        json!([
+            {"text": "step one", "tool_calls": [bash("echo hello > out.txt")]},
+            {"tool_calls": [bash("cat out.txt; echo err >&2; exit 3")], "expect": "[exit code: 0]"},
+            {"text": "all done", "expect": "hello"}
+        ]),
+    );
+    let r = run(d
+        .runner()
+        .args(["--provider", "scripted", "--script", &s, "--executor", "local", "--json"])
+        .arg("--workspace")
+        .arg(&ws)
+        .arg("write hello"));
+    r.expect_code(0);
+    let events = r.events();
+    assert_eq!(outcome(&events), "completed");
+    let results = of_type(&events, "tool_result");
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[1]["exit_code"], 3);
+    assert_eq!(results[1]["timed_out"], false);
+    assert!(results[1]["output"].as_str().is_some_and(|o| o.contains("hello") && o.contains("err")));
+    assert_eq!(std::fs::read_to_string(ws.join("out.txt")).ok().as_deref(), Some("hello\n"));
+    // The trajectory on disk holds the same run, ending in run_finished.
+    let traj = d.trajectory();
+    assert_eq!(outcome(&traj), "completed");
+    assert_eq!(of_type(&traj, "run_started").len(), 1);
+    assert_eq!(of_type(&traj, "tool_result").len(), 2);
+    // Human text goes to stderr, never stdout.
+    assert!(r.stderr().contains("$ echo hello > out.txt"), "{}", r.explain());
+}
+
+#[test]
+fn malformed_input_and_unknown_tool_become_error_results() {
+    let d = Dir::new();
+    let s = script(
+        &d,
+        json!([
+            {"tool_calls": [
+                {"name": "bash", "raw_input": "{\"command\": \"ls"},
+                {"name": "python", "input": {"code": "1"}},
+                {"name": "bash", "input": {"cmd": "ls"}},
+                {"name": "bash", "input": {"command": 42}},
+                {"name": "bash", "input": {"command": "echo ok"}}
+            ]},
+            {"text": "done", "expect": "unknown tool 'python'"}
+        ]),
+    );
+    let r = run(d
+        .runner()
+        .args(["--provider", "scripted", "--script", &s, "--executor", "local", "--json", "go"]));
+    r.expect_code(0);
+    let events = r.events();
+    let results = of_type(&events, "tool_result");
+    assert_eq!(results.len(), 5, "every call gets exactly one result");
+    let errors: Vec<bool> = results.iter().map(|e| e["is_error"] == true).collect();
+    assert_eq!(errors, [true, true, true, true, false]);
+    assert!(results[0]["output"].as_str().is_some_and(|o| o.contains("not valid JSON")));
+    assert!(results[2]["output"].as_str().is_some_and(|o| o.contains("missing required field 'command'")));
+    assert!(results[3]["output"].as_str().is_some_and(|o| o.contains("must be a string")));
+}
+
+#[test]
+fn step_limit_ends_with_its_outcome_and_exit_1() {
+    let d = Dir::new();
+    let turns: Vec<_> = (0..5).map(|_| json!({"tool_calls": [bash("true")]})).collect();
+    let s = script(&d, json!(turns));
+    let r = run(d.runner().args([
+        "--provider", "scripted", "--script", &s, "--executor", "local", "--json", "--max-steps", "2", "loop",
+    ]));
+    r.expect_code(1);
+    let events = r.events();
+    assert_eq!(outcome(&events), "step_limit");
+    assert_eq!(of_type(&events, "model_request").len(), 2);
+}
+
+#[test]
+fn cost_limit_uses_usage_and_the_price_override() {
+    let d = Dir::new();
+    let usage = json!({"input_tokens": 1_000_000, "output_tokens": 0});
+    let turns: Vec<_> = (0..5)
+        .map(|_| json!({"tool_calls": [bash("true")], "usage": usage}))
+        .collect();
+    let s = script(&d, json!(turns));
+    let r = run(d.runner().args([
+        "--provider", "scripted", "--script", &s, "--executor", "local", "--json",
+        "--price", "1,1", "--max-cost", "2.5", "spend",
+    ]));
+    r.expect_code(1);
+    let events = r.events();
+    assert_eq!(outcome(&events), "cost_limit");
+    let last = events.last().expect("events");
+    assert!((last["cost_usd"].as_f64().unwrap_or(0.0) - 3.0).abs() < 1e-9, "{last}");
+}
+
+#[test]
+fn time_limit_ends_the_run() {
+    let d = Dir::new();
+    let s = script(&d, json!([{"tool_calls": [bash("sleep 2")]}, {"tool_calls": [bash("true")]}]));
+    let r = run(d.runner().args([
+        "--provider", "scripted", "--script", &s, "--executor", "local", "--json", "--max-time", "1", "slow",
+    ]));
+    r.expect_code(1);
+    assert_eq!(outcome(&r.events()), "time_limit");
+}
+
+#[test]
+fn refusal_ends_with_refused() {
+    let d = Dir::new();
+    let s = script(&d, json!([{"text": "I can't help with that.", "stop_reason": "refusal"}]));
+    let r = run(d.runner().args([
+        "--provider", "scripted", "--script", &s, "--executor", "local", "--json", "bad idea",
+    ]));
+    r.expect_code(1);
+    assert_eq!(outcome(&r.events()), "refused");
+}
+
+#[test]
+fn a_call_cut_off_by_max_tokens_is_never_run() {
+    let d = Dir::new();
+    let s = script(
+        &d,
+        json!([
+            {"tool_calls": [{"name": "bash", "raw_input": "{\"command\": \"touch cut"}], "stop_reason": "max_tokens"},
+            {"text": "ok", "expect": "cut off by the max_tokens limit"}
+        ]),
+    );
+    let r = run(d.runner().args([
+        "--provider", "scripted", "--script", &s, "--executor", "local", "--json", "--workspace", ".", "go",
+    ]));
+    r.expect_code(0);
+    assert!(!d.path().join("cut").exists());
+}
+
+#[test]
+fn unknown_stop_reason_is_handled() {
+    let d = Dir::new();
+    let s = script(&d, json!([{"text": "hm", "stop_reason": "something_new"}]));
+    let r = run(d.runner().args([
+        "--provider", "scripted", "--script", &s, "--executor", "local", "--json", "go",
+    ]));
+    r.expect_code(0);
+}
+
+#[test]
+fn policy_blocks_before_the_executor() {
+    let d = Dir::new();
+    let s = script(
+        &d,
+        json!([{"tool_calls": [bash("sudo touch /tmp/x")]}, {"text": "ok", "expect": "blocked by policy"}]),
+    );
+    let r = run(d.runner().args([
+        "--provider", "scripted", "--script", &s, "--executor", "local", "--json", "go",
+    ]));
+    r.expect_code(0);
+}
+
+#[test]
+fn secrets_and_canaries_never_reach_commands_or_files() {
+    let d = Dir::new();
+    let s = script(
+        &d,
+        json!([
+            {"tool_calls": [bash("env; cat /proc/self/environ | tr '\\0' '\\n'; echo \"$RUNNER_CANARY\"")]},
+            {"text": "done"}
+        ]),
+    );
+    let canary = "canary-7f3a9c2e51";
+    let key = "sk-ant-test-key-0123456789";
+    let r = run(d
+        .runner()
+        .env("RUNNER_CANARY", canary)
+        .env("ANTHROPIC_API_KEY", key)
+        .env("OPENAI_API_KEY", key)
+        .args(["--provider", "scripted", "--script", &s, "--executor", "local", "--json", "--env", "VISIBLE=yes", "go"]));
+    r.expect_code(0);
+    let out = r.stdout();
+    assert!(out.contains("VISIBLE=yes"), "--env reaches commands{}", r.explain());
+    for secret in [canary, key] {
+        assert!(!out.contains(secret), "{secret} leaked to stdout");
+        assert!(!r.stderr().contains(secret), "{secret} leaked to stderr");
+        for entry in walk(&d.run_dir()) {
+            let text = std::fs::read(&entry).unwrap_or_default();
+            assert!(
+                !String::from_utf8_lossy(&text).contains(secret),
+                "{secret} found in {entry:?}"
+            );
+        }
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn usage_errors_exit_2_with_one_line_and_a_hint() {
+    let d = Dir::new();
+    let s = script(&d, json!([]));
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--provider", "scripted", "--executor", "local", "x"], "--script"),
+        (vec!["--provider", "scripted", "--script", "missing.json", "--executor", "local", "x"], "missing.json"),
+        (vec!["--provider", "scripted", "--script", &s, "--env", "NOEQUALS", "x"], "K=V"),
+        (vec!["--provider", "scripted", "--script", &s, "--memory", "lots", "x"], "--memory"),
+        (vec!["--provider", "scripted", "--script", &s, "--deny", "(", "x"], "--deny"),
+        (vec!["--provider", "scripted", "--script", &s, "--executor", "local"], "no task"),
+        (vec!["--provider", "anthropic", "--executor", "local", "x"], "ANTHROPIC_API_KEY"),
+    ];
+    for (args, needle) in cases {
+        let r = run(d.runner().args(&args));
+        r.expect_code(2);
+        let err = r.stderr();
+        assert!(err.starts_with("error: "), "{}", r.explain());
+        assert!(err.contains(needle), "expected {needle:?}{}", r.explain());
+    }
+    std::fs::write(d.path().join("bad.json"), "{not json").expect("write");
+    let r = run(d.runner().args(["--provider", "scripted", "--script", "bad.json", "x"]));
+    r.expect_code(2);
+    assert!(r.stderr().contains("not a valid script"), "{}", r.explain());
+}
+
+#[test]
+fn task_dash_reads_stdin() {
+    let d = Dir::new();
+    let s = script(&d, json!([{"text": "ok"}]));
+    let mut cmd = d.runner();
+    cmd.args(["--provider", "scripted", "--script", &s, "--executor", "local", "--json", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        stdin.write_all(b"the task from stdin").expect("write stdin");
+    }
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("the task from stdin"), "{stdout}");
+}
+
+#[test]
+fn precedence_is_flag_then_env_then_dotenv() {
+    let d = Dir::new();
+    let turns: Vec<_> = (0..6).map(|_| json!({"tool_calls": [bash("true")]})).collect();
+    let s = script(&d, json!(turns));
+    d.write(".env", &format!("RUNNER_PROVIDER=scripted\nRUNNER_SCRIPT={s}\nRUNNER_EXECUTOR=local\nRUNNER_MAX_STEPS=1\n"));
+    let steps = |r: &util::Ran| of_type(&r.events(), "model_request").len();
+    let r = run(d.runner().args(["--json", "x"]));
+    r.expect_code(1);
+    assert_eq!(steps(&r), 1, ".env applies");
+    let r = run(d.runner().env("RUNNER_MAX_STEPS", "2").args(["--json", "x"]));
+    assert_eq!(steps(&r), 2, "environment beats .env");
+    let r = run(d.runner().env("RUNNER_MAX_STEPS", "2").args(["--json", "--max-steps", "3", "x"]));
+    assert_eq!(steps(&r), 3, "flag beats environment");
+}
+
+#[test]
+fn ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130() {
+    let d = Dir::new();
+    let marker = "sleep 987.654";
+    let s = script(&d, json!([{"tool_calls": [bash(&format!("{marker} & {marker}"))]}, {"text": "never"}]));
+    let child = d
+        .runner()
+        .args(["--provider", "scripted", "--script", &s, "--executor", "local", "--json", "go"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let start = Instant::now();
+    while !util::process_alive(marker) && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(util::process_alive(marker), "the command started");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("send SIGINT");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(start.elapsed() < Duration::from_secs(8));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!util::process_alive(marker), "the command's processes are gone");
+    let traj = d.trajectory();
+    assert_eq!(outcome(&traj), "interrupted");
+    assert_eq!(of_type(&traj, "tool_result").len(), 1);
+}
