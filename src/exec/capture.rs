@@ -1,2 +1,330 @@
 //! Output capture: bounded memory whatever a command prints.
-// Filled in by the local executor work.
+//!
+//! A [`Capture`] is fed the interleaved output of one command chunk by chunk.
+//! It keeps the first half of its budget (head) and a ring of the last half
+//! (tail), counts every byte, and can stream everything to the run's
+//! full-output file up to [`MAX_FULL_OUTPUT_BYTES`]. Secrets can be replaced by
+//! [`REDACTED`] on both paths. [`truncate_middle`] applies the same head + tail
+//! elision to text already in memory.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Cap on the full-output file of one command (64 MiB); past it the file gets
+/// a one-line marker instead of more bytes.
+pub const MAX_FULL_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What a secret is replaced with, in the returned text and in the file.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// The line put where bytes were elided:
+/// `\n[... {omitted} bytes omitted of {total} total ...]\n`.
+pub fn omission_marker(omitted: u64, total: u64) -> String {
+    format!("\n[... {omitted} bytes omitted of {total} total ...]\n")
+}
+
+/// Keeps at most `max_bytes` of `text` (its first half and its last half) and
+/// puts [`omission_marker`] between them. The cut points move inward to char
+/// boundaries, so the kept part may be up to 6 bytes shorter; the marker
+/// itself comes on top of `max_bytes`. Text that fits is returned unchanged.
+pub fn truncate_middle(text: &str, max_bytes: usize) -> String {
+    if text.len() <= max_bytes {
+        return text.to_string();
+    }
+    let mut head_end = max_bytes / 2;
+    while !text.is_char_boundary(head_end) {
+        head_end -= 1;
+    }
+    let mut tail_start = text.len() - (max_bytes - max_bytes / 2);
+    while !text.is_char_boundary(tail_start) {
+        tail_start += 1;
+    }
+    let omitted = (tail_start - head_end) as u64;
+    let mut out = String::with_capacity(head_end + (text.len() - tail_start) + 64);
+    out.push_str(&text[..head_end]);
+    out.push_str(&omission_marker(omitted, text.len() as u64));
+    out.push_str(&text[tail_start..]);
+    out
+}
+
+/// Bounded-memory collector of one command's output.
+#[derive(Debug)]
+pub struct Capture {
+    head_cap: usize,
+    tail_cap: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    /// Bytes of the (redacted) stream that went to neither head nor tail.
+    dropped: u64,
+    bytes_seen: u64,
+    redactor: Option<Redactor>,
+    file: Option<FullOutput>,
+}
+
+impl Capture {
+    /// A capture keeping at most `max_bytes` of output in memory
+    /// (`max_bytes / 2` of head, the rest as tail).
+    pub fn new(max_bytes: usize) -> Capture {
+        let head_cap = max_bytes / 2;
+        Capture {
+            head_cap,
+            tail_cap: max_bytes - head_cap,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            dropped: 0,
+            bytes_seen: 0,
+            redactor: None,
+            file: None,
+        }
+    }
+
+    /// Also streams every byte to `path` (created or truncated), up to
+    /// [`MAX_FULL_OUTPUT_BYTES`].
+    pub fn with_full_output(self, path: &Path) -> io::Result<Capture> {
+        self.with_full_output_capped(path, MAX_FULL_OUTPUT_BYTES)
+    }
+
+    /// Like [`Capture::with_full_output`] with an explicit cap in bytes.
+    pub fn with_full_output_capped(mut self, path: &Path, cap: u64) -> io::Result<Capture> {
+        let file = File::create(path).map_err(|e| with_path(e, "creating", path))?;
+        self.file = Some(FullOutput {
+            path: path.to_path_buf(),
+            out: BufWriter::with_capacity(64 * 1024, file),
+            written: 0,
+            not_written: 0,
+            cap,
+        });
+        Ok(self)
+    }
+
+    /// Replaces each of `secrets` (empty ones ignored) with [`REDACTED`] in
+    /// the returned text and the full-output file, even when a secret is
+    /// split across chunks. Matching is leftmost, longest first.
+    pub fn with_redactions(mut self, secrets: &[String]) -> Capture {
+        self.redactor = Redactor::new(secrets);
+        self
+    }
+
+    /// Every byte fed so far, before redaction.
+    pub fn bytes_seen(&self) -> u64 {
+        self.bytes_seen
+    }
+
+    /// Takes the next chunk of output. Fails only when the full-output file
+    /// cannot be written.
+    pub fn feed(&mut self, chunk: &[u8]) -> io::Result<()> {
+        self.bytes_seen += chunk.len() as u64;
+        match self.redactor.as_mut() {
+            None => self.keep(chunk),
+            Some(redactor) => {
+                let clean = redactor.push(chunk);
+                self.keep(&clean)
+            }
+        }
+    }
+
+    /// Flushes the file (appending the cap marker when bytes were left out)
+    /// and renders head + [`omission_marker`] + tail, decoded lossily, with
+    /// the number of bytes seen.
+    pub fn finish(mut self) -> io::Result<(String, u64)> {
+        if let Some(mut redactor) = self.redactor.take() {
+            let rest = redactor.flush();
+            self.keep(&rest)?;
+        }
+        if let Some(file) = self.file.take() {
+            file.close()?;
+        }
+        let seen = self.bytes_seen;
+        Ok((self.render(), seen))
+    }
+
+    fn keep(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if let Some(file) = self.file.as_mut() {
+            file.write(bytes)?;
+        }
+        let to_head = bytes.len().min(self.head_cap - self.head.len());
+        self.head.extend_from_slice(&bytes[..to_head]);
+        let rest = &bytes[to_head..];
+        if rest.len() >= self.tail_cap {
+            self.dropped += (self.tail.len() + rest.len() - self.tail_cap) as u64;
+            self.tail.clear();
+            self.tail.extend(&rest[rest.len() - self.tail_cap..]);
+        } else {
+            let overflow = (self.tail.len() + rest.len()).saturating_sub(self.tail_cap);
+            self.dropped += overflow as u64;
+            self.tail.drain(..overflow);
+            self.tail.extend(rest);
+        }
+        Ok(())
+    }
+
+    fn render(self) -> String {
+        let mut tail: Vec<u8> = self.tail.into();
+        if self.dropped == 0 {
+            let mut all = self.head;
+            all.append(&mut tail);
+            return String::from_utf8_lossy(&all).into_owned();
+        }
+        // A cut through a multi-byte character would show up as U+FFFD next
+        // to the marker; count those few bytes as omitted instead.
+        let head_keep = self.head.len() - incomplete_suffix_len(&self.head);
+        let tail_skip = tail
+            .iter()
+            .take(3)
+            .take_while(|b| is_continuation(**b))
+            .count();
+        let omitted = self.dropped + (self.head.len() - head_keep + tail_skip) as u64;
+        let mut out = String::from_utf8_lossy(&self.head[..head_keep]).into_owned();
+        out.push_str(&omission_marker(omitted, self.bytes_seen));
+        out.push_str(&String::from_utf8_lossy(&tail[tail_skip..]));
+        out
+    }
+}
+
+fn is_continuation(b: u8) -> bool {
+    b & 0xC0 == 0x80
+}
+
+/// Length of a UTF-8 sequence cut short at the end of `bytes` (0 if none).
+fn incomplete_suffix_len(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(4) {
+        let b = bytes[bytes.len() - back];
+        if is_continuation(b) {
+            continue;
+        }
+        let need = match b {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => 1,
+        };
+        return if need > back { back } else { 0 };
+    }
+    0
+}
+
+fn with_path(e: io::Error, what: &str, path: &Path) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!("{what} the full-output file {}: {e}", path.display()),
+    )
+}
+
+/// The run's full-output file for one command.
+#[derive(Debug)]
+struct FullOutput {
+    path: PathBuf,
+    out: BufWriter<File>,
+    written: u64,
+    not_written: u64,
+    cap: u64,
+}
+
+impl FullOutput {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let room = self.cap.saturating_sub(self.written);
+        let now = (bytes.len() as u64).min(room) as usize;
+        if now > 0 {
+            self.out
+                .write_all(&bytes[..now])
+                .map_err(|e| with_path(e, "writing", &self.path))?;
+            self.written += now as u64;
+        }
+        self.not_written += (bytes.len() - now) as u64;
+        Ok(())
+    }
+
+    fn close(mut self) -> io::Result<()> {
+        if self.not_written > 0 {
+            let line = format!(
+                "\n[... {} bytes not written: full-output file capped at {} bytes ...]\n",
+                self.not_written, self.cap
+            );
+            self.out
+                .write_all(line.as_bytes())
+                .map_err(|e| with_path(e, "writing", &self.path))?;
+        }
+        self.out
+            .flush()
+            .map_err(|e| with_path(e, "flushing", &self.path))
+    }
+}
+
+/// Streaming secret replacement. Holds back up to `longest - 1` bytes so a
+/// secret split across two chunks is still caught.
+#[derive(Debug)]
+struct Redactor {
+    /// Non-empty, longest first, so the longest match at a position wins.
+    secrets: Vec<Vec<u8>>,
+    /// Quick filter: bytes that start some secret.
+    starts: [bool; 256],
+    longest: usize,
+    pending: Vec<u8>,
+}
+
+impl Redactor {
+    fn new(secrets: &[String]) -> Option<Redactor> {
+        let mut list: Vec<Vec<u8>> = secrets
+            .iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
+        list.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        list.dedup();
+        let longest = list.first()?.len();
+        let mut starts = [false; 256];
+        for s in &list {
+            starts[s[0] as usize] = true;
+        }
+        Some(Redactor {
+            secrets: list,
+            starts,
+            longest,
+            pending: Vec::new(),
+        })
+    }
+
+    /// Redacts what can be decided now and returns it.
+    fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        self.pending.extend_from_slice(chunk);
+        // A match starting before `limit` is fully visible; later positions
+        // wait for the next chunk.
+        let limit = self.pending.len().saturating_sub(self.longest - 1);
+        self.scan(limit)
+    }
+
+    /// End of stream: redacts and returns everything held back.
+    fn flush(&mut self) -> Vec<u8> {
+        self.scan(self.pending.len())
+    }
+
+    fn scan(&mut self, limit: usize) -> Vec<u8> {
+        let buf = &self.pending;
+        let mut out = Vec::with_capacity(limit);
+        let (mut i, mut copied) = (0, 0);
+        while i < limit {
+            let hit = if self.starts[buf[i] as usize] {
+                self.secrets.iter().find(|s| buf[i..].starts_with(s))
+            } else {
+                None
+            };
+            match hit {
+                Some(secret) => {
+                    out.extend_from_slice(&buf[copied..i]);
+                    out.extend_from_slice(REDACTED.as_bytes());
+                    i += secret.len();
+                    copied = i;
+                }
+                None => i += 1,
+            }
+        }
+        out.extend_from_slice(&buf[copied..i]);
+        self.pending.drain(..i);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,54 +1,427 @@
-//! TEMPORARY stand-in until the local executor branch merges.
-use std::path::PathBuf;
-use std::time::Instant;
+//! The local executor: a child process on the host, in its own session and
+//! process group.
+//!
+//! This is not a sandbox: a command can read and write anything the runner
+//! can. What it guarantees is the exec contract: a clean environment (no API
+//! keys), bounded output memory, and that nothing the command started in its
+//! session outlives the call. A process that starts a session of its own
+//! (`setsid`, a daemon) escapes that last guarantee, though it cannot make
+//! the call hang; use the docker executor for untrusted work.
+
+use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::process::{Child, Command};
+use tokio::time::{Instant, timeout_at};
 
+use super::capture::Capture;
 use super::{ExecError, ExecOutput, ExecRequest, Executor};
 
+/// Variables of the runner's environment a command may see; everything else
+/// (API keys above all) is dropped.
+pub const ENV_ALLOWLIST: [&str; 4] = ["PATH", "HOME", "LANG", "TERM"];
+
+/// After the main process exits, how long background children may keep the
+/// output pipe open before the group is killed anyway.
+pub const EXIT_GRACE: Duration = Duration::from_millis(150);
+
+/// After a kill, how long we wait for the output to drain and the group to
+/// vanish. Bounded because a process outside the session (`setsid`) may hold
+/// the pipe forever; waiting for EOF alone could hang the run.
+pub const DRAIN_BOUND: Duration = Duration::from_millis(200);
+
+/// Read size from the output pipe (a Linux pipe holds 64 KiB by default).
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// How to build a [`LocalExecutor`].
+#[derive(Debug, Clone, Default)]
 pub struct LocalConfig {
+    /// Where commands start (the run's workspace).
     pub workdir: PathBuf,
+    /// Extra variables (`--env K=V`), set after the allowlisted ones and
+    /// overriding them.
     pub env: Vec<(String, String)>,
 }
+
+/// Runs each command as `bash -c` (or `sh -c`) on the host.
+#[derive(Debug)]
 pub struct LocalExecutor {
-    cfg: LocalConfig,
+    workdir: PathBuf,
+    shell: PathBuf,
+    env: Vec<(OsString, OsString)>,
+    redactions: Vec<String>,
+    /// Sessions (= process groups) of commands still running, for `shutdown`.
+    live: Arc<Mutex<HashSet<i32>>>,
+    closed: AtomicBool,
 }
+
 impl LocalExecutor {
-    pub fn new(cfg: LocalConfig) -> Self {
-        LocalExecutor { cfg }
+    /// Builds the child environment from the runner's and picks the shell
+    /// once. HOME stays the host's (tools like git read their config from
+    /// it); the workdir is only the starting directory.
+    pub fn new(config: LocalConfig) -> LocalExecutor {
+        let env = child_env(std::env::vars_os(), &config.env);
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_os_str());
+        LocalExecutor {
+            workdir: config.workdir,
+            shell: find_shell(path),
+            env,
+            redactions: Vec::new(),
+            live: Arc::default(),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Replaces these strings with `[REDACTED]` in every command's output.
+    pub fn with_redactions(mut self, secrets: Vec<String>) -> LocalExecutor {
+        self.redactions = secrets;
+        self
+    }
+
+    /// The shell commands run under (an absolute path to bash or sh).
+    pub fn shell(&self) -> &Path {
+        &self.shell
+    }
+
+    /// The complete environment a command receives.
+    pub fn env(&self) -> &[(OsString, OsString)] {
+        &self.env
+    }
+
+    fn spawn(&self, command: &str) -> Result<(io::PipeReader, Child), ExecError> {
+        let spawn_err = |what: &str, e: io::Error| {
+            ExecError::Spawn(format!(
+                "{what} for `{} -c` in {}: {e}",
+                self.shell.display(),
+                self.workdir.display()
+            ))
+        };
+        // One pipe for both streams keeps stdout and stderr in write order.
+        let (reader, writer) = io::pipe().map_err(|e| spawn_err("creating the output pipe", e))?;
+        let writer2 = writer
+            .try_clone()
+            .map_err(|e| spawn_err("duplicating the output pipe", e))?;
+        let mut cmd = Command::new(&self.shell);
+        cmd.arg("-c")
+            .arg(command)
+            .current_dir(&self.workdir)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(writer)
+            .stderr(writer2);
+        // A new session (hence a new process group) per command: the kill
+        // reaches background jobs even when they get their own group
+        // (`set -m`), and the command has no controlling terminal to read the
+        // user's keystrokes from. `setsid` also does what `process_group(0)`
+        // would (and fails if combined with it).
+        // SAFETY: `setsid` is async-signal-safe and touches no parent memory.
+        unsafe {
+            cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(io::Error::from));
+        }
+        let child = cmd.spawn().map_err(|e| spawn_err("starting", e))?;
+        // Our copies of the write end live in `cmd`; drop them now or the
+        // pipe never reaches EOF.
+        drop(cmd);
+        Ok((reader, child))
     }
 }
+
+/// The child environment: allowlisted host variables, then `extra`.
+fn child_env(
+    host: impl Iterator<Item = (OsString, OsString)>,
+    extra: &[(String, String)],
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = host
+        .filter(|(k, _)| ENV_ALLOWLIST.iter().any(|a| k == a))
+        .collect();
+    for (k, v) in extra {
+        env.retain(|(old, _)| old != k.as_str());
+        env.push((k.into(), v.into()));
+    }
+    env
+}
+
+/// First executable `bash` on `path`, else `sh`, else `/bin/sh`.
+fn find_shell(path: Option<&OsStr>) -> PathBuf {
+    let dirs: Vec<PathBuf> = path
+        .map(|p| std::env::split_paths(p).collect())
+        .unwrap_or_default();
+    for name in ["bash", "sh"] {
+        for dir in &dirs {
+            let candidate = dir.join(name);
+            let executable = std::fs::metadata(&candidate)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false);
+            if executable {
+                return candidate;
+            }
+        }
+    }
+    PathBuf::from("/bin/sh")
+}
+
+/// SIGKILLs everything one command started: its process group at once, then
+/// any live process of its session that moved to another group (`set -m`
+/// jobs). Returns whether such a live process was found.
+fn kill_session(sid: i32) -> bool {
+    match killpg(Pid::from_raw(sid), Signal::SIGKILL) {
+        Ok(()) | Err(Errno::ESRCH) => {}
+        Err(e) => tracing::warn!(sid, error = %e, "cannot kill process group"),
+    }
+    let members = live_session_members(sid);
+    for &pid in &members {
+        let _ = kill(pid, Signal::SIGKILL);
+    }
+    !members.is_empty()
+}
+
+/// Non-zombie processes of session `sid`, from `/proc` (about a millisecond
+/// to scan; empty where there is no `/proc`).
+fn live_session_members(sid: i32) -> Vec<Pid> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let sid = sid.to_string();
+    let me = std::process::id().to_string();
+    procs
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().into_string().ok()?;
+            if pid == me || !pid.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // `pid (comm) state ppid pgrp session ...`; comm may hold spaces
+            // and parens, so fields are counted from the last ')'.
+            let (_, rest) = stat.rsplit_once(')')?;
+            let fields: Vec<&str> = rest.split_whitespace().take(4).collect();
+            let live = !matches!(fields.first(), Some(&"Z") | Some(&"X"));
+            let ours = live && fields.get(3) == Some(&sid.as_str());
+            ours.then(|| pid.parse().ok().map(Pid::from_raw)).flatten()
+        })
+        .collect()
+}
+
+/// Kills the command when dropped without `kill`: a cancelled `execute`
+/// future (or an error path) must not leave it running.
+struct SessionGuard {
+    sid: i32,
+    live: Arc<Mutex<HashSet<i32>>>,
+    killed: bool,
+}
+
+impl SessionGuard {
+    fn new(sid: i32, live: &Arc<Mutex<HashSet<i32>>>) -> SessionGuard {
+        live.lock().unwrap_or_else(|e| e.into_inner()).insert(sid);
+        SessionGuard {
+            sid,
+            live: Arc::clone(live),
+            killed: false,
+        }
+    }
+
+    fn kill(&mut self) {
+        kill_session(self.sid);
+        self.killed = true;
+    }
+
+    /// Kills again until no live process of the session is left (bounded),
+    /// so that "returned" means "dead" for the caller and a process forked
+    /// during the first kill is caught too. Killed orphans stay zombies until
+    /// init reaps them, which can take a while; they count as gone.
+    async fn wait_gone(&self, until: Instant) {
+        while kill_session(self.sid) && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        if !self.killed {
+            kill_session(self.sid);
+        }
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.sid);
+    }
+}
+
+/// The read side of the output pipe, feeding a capture.
+struct Pump {
+    pipe: pipe::Receiver,
+    buf: Vec<u8>,
+    capture: Capture,
+    eof: bool,
+}
+
+impl Pump {
+    /// One read; cancel-safe (nothing is lost if dropped while waiting).
+    async fn read_once(&mut self) -> Result<(), ExecError> {
+        let n =
+            self.pipe.read(&mut self.buf).await.map_err(|e| {
+                io::Error::new(e.kind(), format!("reading the command's output: {e}"))
+            })?;
+        if n == 0 {
+            self.eof = true;
+        } else {
+            self.capture.feed(&self.buf[..n])?;
+        }
+        Ok(())
+    }
+
+    /// Reads until EOF or `until`, whichever comes first.
+    async fn drain(&mut self, until: Instant) -> Result<(), ExecError> {
+        let to_eof = async {
+            while !self.eof {
+                self.read_once().await?;
+            }
+            Ok(())
+        };
+        timeout_at(until, to_eof).await.unwrap_or(Ok(()))
+    }
+}
+
+/// Why the main phase of a command ended.
+enum End {
+    Exited(ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
 #[async_trait]
 impl Executor for LocalExecutor {
     fn kind(&self) -> &'static str {
         "local"
     }
+
     fn workdir(&self) -> String {
-        self.cfg.workdir.display().to_string()
+        self.workdir.display().to_string()
     }
+
+    /// Exit codes: the shell's own, or 128 + signal when the main process
+    /// died of a signal we did not send (as bash reports it, and as docker
+    /// does); `None` after a timeout or cancellation.
     async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError> {
-        let start = Instant::now();
-        let out = tokio::process::Command::new("bash")
-            .arg("-c")
-            .arg(&req.command)
-            .current_dir(&self.cfg.workdir)
-            .env_clear()
-            .envs(self.cfg.env.iter().cloned())
-            .output()
-            .await?;
-        let mut text = String::from_utf8_lossy(&out.stdout).to_string();
-        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(ExecError::Refused(
+                "the local executor was shut down".into(),
+            ));
+        }
+        let started = Instant::now();
+        let mut capture = Capture::new(req.max_output_bytes).with_redactions(&self.redactions);
+        if let Some(path) = &req.full_output_path {
+            capture = capture.with_full_output(path)?;
+        }
+        let (reader, mut child) = self.spawn(&req.command)?;
+        // The shell leads its own session and process group: sid = pgid = pid.
+        let sid = child.id().and_then(|id| i32::try_from(id).ok());
+        let Some(sid) = sid else {
+            return Err(ExecError::Spawn("the shell has no process id".into()));
+        };
+        let mut group = SessionGuard::new(sid, &self.live);
+        if self.closed.load(Ordering::SeqCst) {
+            // `shutdown` ran between our check and the registration above.
+            group.kill();
+        }
+        let pipe = pipe::Receiver::from_owned_fd(reader.into())
+            .map_err(|e| io::Error::new(e.kind(), format!("watching the output pipe: {e}")))?;
+        let mut pump = Pump {
+            pipe,
+            buf: vec![0; READ_CHUNK_BYTES],
+            capture,
+            eof: false,
+        };
+
+        // Timeout, cancellation and exit race in one select; output is read
+        // all along so a chatty command never blocks on a full pipe.
+        let deadline = tokio::time::sleep(req.timeout);
+        tokio::pin!(deadline);
+        let end = loop {
+            tokio::select! {
+                biased;
+                () = req.cancel.cancelled() => break End::Cancelled,
+                status = child.wait() => break End::Exited(status.map_err(|e| {
+                    io::Error::new(e.kind(), format!("waiting for the shell: {e}"))
+                })?),
+                () = &mut deadline => break End::TimedOut,
+                read = pump.read_once(), if !pump.eof => read?,
+            }
+        };
+
+        if let End::Exited(_) = end {
+            // Let output still in flight arrive; a background child holding
+            // the pipe only gets this long before it is killed with the rest.
+            pump.drain(Instant::now() + EXIT_GRACE).await?;
+        }
+        group.kill();
+        let until = Instant::now() + DRAIN_BOUND;
+        if !matches!(end, End::Exited(_)) {
+            // Reap the shell; bounded in case the kill cannot land (D state),
+            // then tokio's orphan reaper takes over.
+            let _ = timeout_at(until, child.wait()).await;
+        }
+        pump.drain(until).await?;
+        group.wait_gone(until).await;
+
+        let shut_down = self.closed.load(Ordering::SeqCst);
+        let (exit_code, timed_out, cancelled) = match end {
+            // Killed by `shutdown` rather than dying on its own.
+            End::Exited(status) if shut_down && status.signal().is_some() => (None, false, true),
+            End::Exited(status) => (
+                status.code().or(status.signal().map(|s| 128 + s)),
+                false,
+                false,
+            ),
+            End::TimedOut => (None, true, false),
+            End::Cancelled => (None, false, true),
+        };
+        let (output, bytes_seen) = pump.capture.finish()?;
         Ok(ExecOutput {
-            bytes_seen: text.len() as u64,
-            output: text,
-            exit_code: out.status.code(),
-            timed_out: false,
-            cancelled: false,
+            output,
+            exit_code,
+            timed_out,
+            cancelled,
             oom_killed: false,
-            duration_ms: start.elapsed().as_millis() as u64,
+            bytes_seen,
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         })
     }
+
     async fn shutdown(&self) -> Result<(), ExecError> {
+        self.closed.store(true, Ordering::SeqCst);
+        let groups: Vec<i32> = self
+            .live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .copied()
+            .collect();
+        for sid in groups {
+            kill_session(sid);
+        }
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
