@@ -76,7 +76,13 @@ fn response_of(r: &Value) -> FakeResponse {
     };
     let mut resp = FakeResponse::raw(status, &ct, body);
     for (k, v) in headers {
-        let skip = ["content-type", "content-length", "transfer-encoding", "connection", "content-encoding"];
+        let skip = [
+            "content-type",
+            "content-length",
+            "transfer-encoding",
+            "connection",
+            "content-encoding",
+        ];
         if let Some(v) = header_value(&v).filter(|_| !skip.contains(&k.as_str())) {
             resp = resp.with_header(&k, &v);
         }
@@ -102,7 +108,11 @@ fn exchanges(name: &str) -> Vec<Exchange> {
 fn content_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
-        Value::Array(a) => a.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join(""),
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
         _ => String::new(),
     }
 }
@@ -110,13 +120,19 @@ fn content_text(v: &Value) -> String {
 fn anthropic_messages(msgs: &Value) -> Vec<Message> {
     let mut out = Vec::new();
     for m in msgs.as_array().cloned().unwrap_or_default() {
-        let role = if m["role"] == "assistant" { Role::Assistant } else { Role::User };
+        let role = if m["role"] == "assistant" {
+            Role::Assistant
+        } else {
+            Role::User
+        };
         let content = match &m["content"] {
             Value::String(s) => vec![Block::Text { text: s.clone() }],
             Value::Array(blocks) => blocks
                 .iter()
                 .filter_map(|b| match b["type"].as_str()? {
-                    "text" => Some(Block::Text { text: b["text"].as_str()?.to_string() }),
+                    "text" => Some(Block::Text {
+                        text: b["text"].as_str()?.to_string(),
+                    }),
                     "tool_use" => Some(Block::ToolUse {
                         id: b["id"].as_str()?.to_string(),
                         name: b["name"].as_str()?.to_string(),
@@ -159,7 +175,10 @@ fn openai_messages(msgs: &Value) -> (String, Vec<Message>) {
                         raw_input: None,
                     });
                 }
-                out.push(Message { role: Role::Assistant, content });
+                out.push(Message {
+                    role: Role::Assistant,
+                    content,
+                });
             }
             role => {
                 let block = if role == "tool" {
@@ -169,17 +188,27 @@ fn openai_messages(msgs: &Value) -> (String, Vec<Message>) {
                         is_error: false,
                     }
                 } else {
-                    Block::Text { text: content_text(&m["content"]) }
+                    Block::Text {
+                        text: content_text(&m["content"]),
+                    }
                 };
                 match out.last_mut() {
-                    Some(last) if last.role == Role::User && role == "tool" => last.content.push(block),
+                    Some(last) if last.role == Role::User && role == "tool" => {
+                        last.content.push(block)
+                    }
                     Some(last)
                         if last.role == Role::User
-                            && last.content.iter().any(|b| matches!(b, Block::ToolResult { .. })) =>
+                            && last
+                                .content
+                                .iter()
+                                .any(|b| matches!(b, Block::ToolResult { .. })) =>
                     {
                         last.content.push(block)
                     }
-                    _ => out.push(Message { role: Role::User, content: vec![block] }),
+                    _ => out.push(Message {
+                        role: Role::User,
+                        content: vec![block],
+                    }),
                 }
             }
         }
@@ -196,7 +225,10 @@ fn anthropic_tools(req: &Value) -> Vec<ToolSpec> {
         .map(|t| ToolSpec {
             name: t["name"].as_str().unwrap_or("").to_string(),
             description: t["description"].as_str().unwrap_or("").to_string(),
-            input_schema: t.get("input_schema").cloned().unwrap_or(json!({"type": "object"})),
+            input_schema: t
+                .get("input_schema")
+                .cloned()
+                .unwrap_or(json!({"type": "object"})),
         })
         .collect()
 }
@@ -209,7 +241,10 @@ fn openai_tools(req: &Value) -> Vec<ToolSpec> {
         .iter()
         .map(|t| ToolSpec {
             name: t["function"]["name"].as_str().unwrap_or("").to_string(),
-            description: t["function"]["description"].as_str().unwrap_or("").to_string(),
+            description: t["function"]["description"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
             input_schema: t["function"]["parameters"].clone(),
         })
         .collect()
@@ -230,7 +265,9 @@ fn anthropic_shape(msgs: &Value) -> Vec<Value> {
                     .iter()
                     .filter_map(|b| match b["type"].as_str()? {
                         "text" => Some(json!({"text": b["text"]})),
-                        "tool_use" => Some(json!({"tool_use": b["id"], "name": b["name"], "input": b["input"]})),
+                        "tool_use" => Some(
+                            json!({"tool_use": b["id"], "name": b["name"], "input": b["input"]}),
+                        ),
                         "tool_result" => Some(json!({"tool_result": b["tool_use_id"],
                             "content": content_text(&b["content"]),
                             "is_error": b["is_error"].as_bool().unwrap_or(false)})),
@@ -324,7 +361,12 @@ async fn call(
 ) -> (Result<ModelReply, ModelError>, Vec<ModelProgress>) {
     let seen = Mutex::new(Vec::new());
     let sink = |p: ModelProgress| seen.lock().unwrap_or_else(|e| e.into_inner()).push(p);
-    let req = ModelRequest { system, messages, tools, max_tokens: 1024 };
+    let req = ModelRequest {
+        system,
+        messages,
+        tools,
+        max_tokens: 1024,
+    };
     let r = model.complete(req, &sink).await;
     (r, seen.into_inner().unwrap_or_else(|e| e.into_inner()))
 }
@@ -336,18 +378,24 @@ async fn replay_turns(name: &str, api: Api) -> (Vec<ModelReply>, FakeServer) {
     let ex = exchanges(name);
     let server = FakeServer::start(ex.iter().map(|e| e.response.clone()).collect()).await;
     let model_name = ex[0].request["model"].as_str().unwrap_or("m").to_string();
-    let (model, system, mut msgs, tools): (Box<dyn Model>, String, Vec<Message>, Vec<ToolSpec>) = match api {
-        Api::Anthropic => (
-            Box::new(anthropic_model(&server, &model_name)),
-            content_text(&ex[0].request["system"]),
-            anthropic_messages(&ex[0].request["messages"]),
-            anthropic_tools(&ex[0].request),
-        ),
-        Api::OpenAi => {
-            let (system, msgs) = openai_messages(&ex[0].request["messages"]);
-            (Box::new(openai_model(&server, &model_name)), system, msgs, openai_tools(&ex[0].request))
-        }
-    };
+    let (model, system, mut msgs, tools): (Box<dyn Model>, String, Vec<Message>, Vec<ToolSpec>) =
+        match api {
+            Api::Anthropic => (
+                Box::new(anthropic_model(&server, &model_name)),
+                content_text(&ex[0].request["system"]),
+                anthropic_messages(&ex[0].request["messages"]),
+                anthropic_tools(&ex[0].request),
+            ),
+            Api::OpenAi => {
+                let (system, msgs) = openai_messages(&ex[0].request["messages"]);
+                (
+                    Box::new(openai_model(&server, &model_name)),
+                    system,
+                    msgs,
+                    openai_tools(&ex[0].request),
+                )
+            }
+        };
     let mut replies: Vec<ModelReply> = Vec::new();
     for (k, e) in ex.iter().enumerate() {
         let mut expected = e.request["messages"].clone();
@@ -379,12 +427,18 @@ async fn replay_turns(name: &str, api: Api) -> (Vec<ModelReply>, FakeServer) {
         let sent = server.requests().last().expect("a request").body.clone();
         if k > 0 {
             let (ours, theirs) = match api {
-                Api::Anthropic => (anthropic_shape(&sent["messages"]), anthropic_shape(&expected)),
+                Api::Anthropic => (
+                    anthropic_shape(&sent["messages"]),
+                    anthropic_shape(&expected),
+                ),
                 Api::OpenAi => {
                     let drop_system = |v: Vec<Value>| -> Vec<Value> {
                         v.into_iter().filter(|m| m["role"] != "system").collect()
                     };
-                    (drop_system(openai_shape(&sent["messages"])), drop_system(openai_shape(&expected)))
+                    (
+                        drop_system(openai_shape(&sent["messages"])),
+                        drop_system(openai_shape(&expected)),
+                    )
                 }
             };
             assert_eq!(
@@ -403,7 +457,15 @@ async fn replay_turns(name: &str, api: Api) -> (Vec<ModelReply>, FakeServer) {
 }
 
 /// Serves `responses` for one call.
-async fn one_call(api: Api, model: &str, responses: Vec<FakeResponse>) -> (Result<ModelReply, ModelError>, Vec<ModelProgress>, FakeServer) {
+async fn one_call(
+    api: Api,
+    model: &str,
+    responses: Vec<FakeResponse>,
+) -> (
+    Result<ModelReply, ModelError>,
+    Vec<ModelProgress>,
+    FakeServer,
+) {
     let server = FakeServer::start(responses).await;
     let msgs = vec![Message::user_text("hello")];
     let (r, p) = match api {
@@ -424,7 +486,10 @@ fn text_of(progress: &[ModelProgress]) -> String {
 }
 
 fn retries(progress: &[ModelProgress]) -> usize {
-    progress.iter().filter(|p| matches!(p, ModelProgress::Retry { .. })).count()
+    progress
+        .iter()
+        .filter(|p| matches!(p, ModelProgress::Retry { .. }))
+        .count()
 }
 
 // ------------------------------------------------------ Anthropic streams
@@ -432,13 +497,24 @@ fn retries(progress: &[ModelProgress]) -> usize {
 #[tokio::test]
 async fn v01_text_then_tool_use_with_input_json_delta() {
     let sse = text("01_anthropic_sse_text_plus_tool_use_input_json_delta.sse");
-    let (r, p, _s) = one_call(Api::Anthropic, "claude-sonnet-4", vec![FakeResponse::raw_sse(sse)]).await;
+    let (r, p, _s) = one_call(
+        Api::Anthropic,
+        "claude-sonnet-4",
+        vec![FakeResponse::raw_sse(sse)],
+    )
+    .await;
     let r = r.expect("reply");
     assert_eq!(r.stop_reason, StopReason::ToolUse);
-    assert_eq!(r.message.text(), "I'll check the current weather in Paris for you.");
+    assert_eq!(
+        r.message.text(),
+        "I'll check the current weather in Paris for you."
+    );
     assert_eq!(text_of(&p), r.message.text());
     let call = r.message.tool_calls().next().expect("tool call");
-    assert_eq!((call.id, call.name), ("toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather"));
+    assert_eq!(
+        (call.id, call.name),
+        ("toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather")
+    );
     assert_eq!(call.input, &json!({"location": "Paris"}));
     assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (377, 65));
     assert_eq!(r.model.as_deref(), Some("claude-sonnet-4-20250514"));
@@ -465,8 +541,15 @@ async fn v02_max_tokens_mid_tool_use_keeps_partial_input() {
     assert_eq!(call.name, "make_file");
     assert_eq!(call.input, &json!({}));
     let raw = call.raw_input.expect("raw input kept");
-    assert!(raw.starts_with('{') && raw.ends_with("Filing taxes"), "{raw}");
-    assert!(r.message.text().starts_with("I'll create a comprehensive tax guide"));
+    assert!(
+        raw.starts_with('{') && raw.ends_with("Filing taxes"),
+        "{raw}"
+    );
+    assert!(
+        r.message
+            .text()
+            .starts_with("I'll create a comprehensive tax guide")
+    );
 }
 
 #[tokio::test]
@@ -501,28 +584,47 @@ async fn v19_error_event_after_200_is_retried_whole() {
         ],
     )
     .await;
-    assert_eq!(r.expect("retried to success").stop_reason, StopReason::Refusal);
+    assert_eq!(
+        r.expect("retried to success").stop_reason,
+        StopReason::Refusal
+    );
     assert_eq!(s.requests().len(), 2);
     assert_eq!(retries(&p), 1);
     // A partial message before the error is discarded, not merged.
     let partial = text("01_anthropic_sse_text_plus_tool_use_input_json_delta.sse");
-    let cut = partial.find("event: content_block_stop").expect("cut point");
-    let broken = format!("{}{}", &partial[..cut], text("19_anthropic_sse_error_event_overloaded.sse"));
+    let cut = partial
+        .find("event: content_block_stop")
+        .expect("cut point");
+    let broken = format!(
+        "{}{}",
+        &partial[..cut],
+        text("19_anthropic_sse_error_event_overloaded.sse")
+    );
     let (r, p, _s) = one_call(
         Api::Anthropic,
         "m",
-        vec![FakeResponse::raw_sse(broken), FakeResponse::anthropic_text("fresh")],
+        vec![
+            FakeResponse::raw_sse(broken),
+            FakeResponse::anthropic_text("fresh"),
+        ],
     )
     .await;
     assert_eq!(r.expect("reply").message.text(), "fresh");
-    assert_eq!(text_of(&p), "I'll check the current weather in Paris for you.fresh");
+    assert_eq!(
+        text_of(&p),
+        "I'll check the current weather in Paris for you.fresh"
+    );
 }
 
 // ------------------------------------------------ Anthropic multi-turn
 
 #[tokio::test]
 async fn v04_tool_use_then_is_error_result() {
-    let (replies, server) = replay_turns("04_anthropic_tool_use_then_is_error_tool_result.json", Api::Anthropic).await;
+    let (replies, server) = replay_turns(
+        "04_anthropic_tool_use_then_is_error_tool_result.json",
+        Api::Anthropic,
+    )
+    .await;
     assert_eq!(replies[0].stop_reason, StopReason::ToolUse);
     assert_eq!(replies[1].stop_reason, StopReason::EndTurn);
     let sent = &server.requests()[1].body["messages"][2]["content"][0];
@@ -537,12 +639,20 @@ async fn v04_tool_use_then_is_error_result() {
 #[tokio::test]
 async fn v07_streamed_tool_loop() {
     for (i, part) in ["0", "1"].iter().enumerate() {
-        let inline = load("07_anthropic_stream_tool_loop.json")["interactions"][i]["response"]["body"].clone();
-        assert_eq!(inline, json!(text(&format!("07_anthropic_stream_tool_loop.{part}.sse"))));
+        let inline =
+            load("07_anthropic_stream_tool_loop.json")["interactions"][i]["response"]["body"]
+                .clone();
+        assert_eq!(
+            inline,
+            json!(text(&format!("07_anthropic_stream_tool_loop.{part}.sse")))
+        );
     }
     let (replies, _s) = replay_turns("07_anthropic_stream_tool_loop.json", Api::Anthropic).await;
     let call = replies[0].message.tool_calls().next().expect("tool call");
-    assert_eq!(call.input, &json!({"location": "San Francisco, CA", "units": "f"}));
+    assert_eq!(
+        call.input,
+        &json!({"location": "San Francisco, CA", "units": "f"})
+    );
     assert_eq!(replies[0].usage.input_tokens, 656);
     assert_eq!(replies[0].usage.output_tokens, 74);
     assert_eq!(replies[1].stop_reason, StopReason::EndTurn);
@@ -550,10 +660,26 @@ async fn v07_streamed_tool_loop() {
 
 #[tokio::test]
 async fn v08_parallel_tool_use_x4_results_in_one_message() {
-    let (replies, server) = replay_turns("08_anthropic_parallel_tool_use_x4.json", Api::Anthropic).await;
-    let names: Vec<_> = replies[0].message.tool_calls().map(|c| c.input["name"].clone()).collect();
-    assert_eq!(names, [json!("Alice"), json!("Bob"), json!("Charlie"), json!("Daisy")]);
-    let results = server.requests()[1].body["messages"][2]["content"].as_array().cloned().unwrap_or_default();
+    let (replies, server) =
+        replay_turns("08_anthropic_parallel_tool_use_x4.json", Api::Anthropic).await;
+    let names: Vec<_> = replies[0]
+        .message
+        .tool_calls()
+        .map(|c| c.input["name"].clone())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            json!("Alice"),
+            json!("Bob"),
+            json!("Charlie"),
+            json!("Daisy")
+        ]
+    );
+    let results = server.requests()[1].body["messages"][2]["content"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(results.len(), 4);
     assert!(results.iter().all(|b| b["type"] == "tool_result"));
 }
@@ -571,7 +697,10 @@ async fn v22_bash_tool_loop() {
     let r = r.expect("reply");
     let call0 = r.message.tool_calls().next().expect("call");
     assert_eq!(call0.name, "bash");
-    assert_eq!(call0.input, &json!({"command": "python3 -c \"print(2 + 2)\""}));
+    assert_eq!(
+        call0.input,
+        &json!({"command": "python3 -c \"print(2 + 2)\""})
+    );
     let recorded = anthropic_messages(&ex[1].request["messages"]);
     msgs.push(r.message.clone());
     msgs.push(recorded[2].clone());
@@ -586,9 +715,16 @@ async fn v22_bash_tool_loop() {
 
 #[tokio::test]
 async fn v23_text_editor_view() {
-    let (replies, _s) = replay_turns("23_anthropic_text_editor_20250728_view.json", Api::Anthropic).await;
+    let (replies, _s) = replay_turns(
+        "23_anthropic_text_editor_20250728_view.json",
+        Api::Anthropic,
+    )
+    .await;
     let c = replies[0].message.tool_calls().next().expect("call");
-    assert_eq!(c.input, &json!({"command": "view", "path": "/tmp/example.py"}));
+    assert_eq!(
+        c.input,
+        &json!({"command": "view", "path": "/tmp/example.py"})
+    );
     assert!(replies[1].message.text().contains("hello world"));
 }
 
@@ -621,14 +757,28 @@ async fn v06_two_429s_then_stream_is_one_retried_call() {
         load("06_anthropic_429_rate_limit_then_stream.json")["interactions"][2]["response"]["body"],
         json!(text("06_anthropic_429_rate_limit_then_stream.2.sse"))
     );
-    let (r, p, s) = one_call(Api::Anthropic, "claude-sonnet-4-5", ex.into_iter().map(|e| e.response).collect()).await;
+    let (r, p, s) = one_call(
+        Api::Anthropic,
+        "claude-sonnet-4-5",
+        ex.into_iter().map(|e| e.response).collect(),
+    )
+    .await;
     let r = r.expect("success after retries");
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(s.requests().len(), 3);
     assert_eq!(retries(&p), 2);
-    assert!(p.iter().any(|x| matches!(x, ModelProgress::Retry { status: Some(429), .. })));
+    assert!(p.iter().any(|x| matches!(
+        x,
+        ModelProgress::Retry {
+            status: Some(429),
+            ..
+        }
+    )));
     let reqs = s.requests();
-    assert!(reqs.windows(2).all(|w| w[0].body == w[1].body), "retries resend the same request");
+    assert!(
+        reqs.windows(2).all(|w| w[0].body == w[1].body),
+        "retries resend the same request"
+    );
 }
 
 #[tokio::test]
@@ -636,12 +786,21 @@ async fn v18_529_overloaded_is_retried_then_gives_up() {
     let v = load("18_anthropic_529_overloaded_error.json");
     let status = v["status"].as_u64().expect("status") as u16;
     let overloaded = || FakeResponse::status(status, &[], v["body"].clone());
-    let (r, _, _s) = one_call(Api::Anthropic, "m", vec![overloaded(), FakeResponse::anthropic_text("ok")]).await;
+    let (r, _, _s) = one_call(
+        Api::Anthropic,
+        "m",
+        vec![overloaded(), FakeResponse::anthropic_text("ok")],
+    )
+    .await;
     assert_eq!(r.expect("retried").message.text(), "ok");
     let (r, _, s) = one_call(Api::Anthropic, "m", (0..5).map(|_| overloaded()).collect()).await;
     match r {
         Err(ModelError::RetriesExhausted { attempts: 5, last }) => match *last {
-            ModelError::Api { status: 529, ref kind, .. } => assert_eq!(kind, "overloaded_error"),
+            ModelError::Api {
+                status: 529,
+                ref kind,
+                ..
+            } => assert_eq!(kind, "overloaded_error"),
             other => panic!("{other:?}"),
         },
         other => panic!("{other:?}"),
@@ -652,10 +811,18 @@ async fn v18_529_overloaded_is_retried_then_gives_up() {
 #[tokio::test]
 async fn v10_404_names_the_model() {
     let ex = exchanges("10_anthropic_404_not_found_error.json");
-    let (r, _, s) = one_call(Api::Anthropic, "claude-sonet-4-5", vec![ex[0].response.clone()]).await;
+    let (r, _, s) = one_call(
+        Api::Anthropic,
+        "claude-sonet-4-5",
+        vec![ex[0].response.clone()],
+    )
+    .await;
     match r {
         Err(e @ ModelError::ModelNotFound { .. }) => {
-            assert_eq!(e.to_string(), "model 'claude-sonet-4-5' was not found (HTTP 404): model: claude-sonet-4-5");
+            assert_eq!(
+                e.to_string(),
+                "model 'claude-sonet-4-5' was not found (HTTP 404): model: claude-sonet-4-5"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -667,12 +834,24 @@ async fn v05_400_orphan_tool_result_is_not_retried_and_flagged() {
     let ex = exchanges("05_anthropic_400_orphan_tool_result.json");
     let server = FakeServer::start(ex.iter().map(|e| e.response.clone()).collect()).await;
     let model = anthropic_model(&server, "claude-haiku-4-5");
-    let (r, _) = call(&model, "", &anthropic_messages(&ex[0].request["messages"]), &[]).await;
+    let (r, _) = call(
+        &model,
+        "",
+        &anthropic_messages(&ex[0].request["messages"]),
+        &[],
+    )
+    .await;
     assert_eq!(r.expect("turn 1").stop_reason, StopReason::ToolUse);
     let orphan = anthropic_messages(&ex[1].request["messages"]);
     let (r, p) = call(&model, "", &orphan, &[]).await;
     match r {
-        Err(ModelError::Api { status: 400, kind, retryable: false, message, .. }) => {
+        Err(ModelError::Api {
+            status: 400,
+            kind,
+            retryable: false,
+            message,
+            ..
+        }) => {
             assert_eq!(kind, "invalid_request_error");
             assert!(message.contains("unexpected `tool_use_id`"));
         }
@@ -682,7 +861,10 @@ async fn v05_400_orphan_tool_result_is_not_retried_and_flagged() {
     assert_eq!(server.requests().len(), 2);
     let v = server.violations();
     assert_eq!(v.len(), 1, "{v:?}");
-    assert!(v[0].contains("no tool_use in the previous assistant message"), "{v:?}");
+    assert!(
+        v[0].contains("no tool_use in the previous assistant message"),
+        "{v:?}"
+    );
 }
 
 // ------------------------------------------------------------- OpenAI
@@ -690,17 +872,35 @@ async fn v05_400_orphan_tool_result_is_not_retried_and_flagged() {
 #[tokio::test]
 async fn v11_openai_parallel_tool_calls() {
     let (replies, server) = replay_turns("11_openai_parallel_tool_calls.json", Api::OpenAi).await;
-    let ids: Vec<_> = replies[0].message.tool_calls().map(|c| c.id.to_string()).collect();
-    assert_eq!(ids, ["call_jYdIdRZHxZTn5bWCq5jlMrJi", "call_TmlTVWQbzrXCZ4jNsCVNbNqu"]);
+    let ids: Vec<_> = replies[0]
+        .message
+        .tool_calls()
+        .map(|c| c.id.to_string())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "call_jYdIdRZHxZTn5bWCq5jlMrJi",
+            "call_TmlTVWQbzrXCZ4jNsCVNbNqu"
+        ]
+    );
     assert_eq!(replies[0].stop_reason, StopReason::ToolUse);
     assert_eq!(replies[1].stop_reason, StopReason::EndTurn);
     let sent = &server.requests()[1];
     assert_eq!(sent.path, "/v1/chat/completions");
     assert_eq!(sent.header("authorization"), Some("Bearer sk-test"));
-    let tool_msgs: Vec<_> = sent.body["messages"].as_array().cloned().unwrap_or_default()
-        .into_iter().filter(|m| m["role"] == "tool").collect();
+    let tool_msgs: Vec<_> = sent.body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
     assert_eq!(tool_msgs.len(), 2);
-    assert_eq!(tool_msgs[0]["tool_call_id"], "call_jYdIdRZHxZTn5bWCq5jlMrJi");
+    assert_eq!(
+        tool_msgs[0]["tool_call_id"],
+        "call_jYdIdRZHxZTn5bWCq5jlMrJi"
+    );
 }
 
 #[tokio::test]
@@ -712,11 +912,21 @@ async fn v12_openai_stream_tool_call_deltas() {
             json!(text(&format!("12_openai_stream_tool_call_deltas.{i}.sse")))
         );
     }
-    let (replies, server) = replay_turns("12_openai_stream_tool_call_deltas.json", Api::OpenAi).await;
+    let (replies, server) =
+        replay_turns("12_openai_stream_tool_call_deltas.json", Api::OpenAi).await;
     let c = replies[0].message.tool_calls().next().expect("call");
-    assert_eq!((c.id, c.name), ("call_ZR5UUuTt3pf61kjwAJIYdVMj", "get_capital"));
+    assert_eq!(
+        (c.id, c.name),
+        ("call_ZR5UUuTt3pf61kjwAJIYdVMj", "get_capital")
+    );
     assert_eq!(c.input, &json!({"country": "UK"}));
-    assert_eq!((replies[0].usage.input_tokens, replies[0].usage.output_tokens), (53, 15));
+    assert_eq!(
+        (
+            replies[0].usage.input_tokens,
+            replies[0].usage.output_tokens
+        ),
+        (53, 15)
+    );
     assert!(!replies[1].message.text().is_empty());
     let body = &server.requests()[0].body;
     assert_eq!(body["stream"], json!(true));
@@ -732,7 +942,13 @@ async fn v13_ollama_compat() {
     assert_eq!((c.id, c.name), ("call_o2vnpxrw", "final_result"));
     assert_eq!(c.input, &json!({"city": "Paris", "country": "France"}));
     assert_eq!(replies[1].stop_reason, StopReason::ToolUse);
-    assert!(replies[1].message.content.iter().all(|b| !matches!(b, Block::Text { .. })));
+    assert!(
+        replies[1]
+            .message
+            .content
+            .iter()
+            .all(|b| !matches!(b, Block::Text { .. }))
+    );
 }
 
 #[tokio::test]
@@ -747,11 +963,16 @@ async fn v14_vllm_style() {
 
 #[tokio::test]
 async fn v15_empty_tool_call_id_gets_a_generated_one() {
-    let (replies, server) = replay_turns("15_openai_compat_empty_tool_call_id.json", Api::OpenAi).await;
+    let (replies, server) =
+        replay_turns("15_openai_compat_empty_tool_call_id.json", Api::OpenAi).await;
     let c = replies[0].message.tool_calls().next().expect("call");
     assert!(c.id.starts_with("call_") && c.id.len() > 5, "{}", c.id);
     let sent = &server.requests()[1].body["messages"];
-    let tool = sent.as_array().and_then(|m| m.iter().find(|x| x["role"] == "tool")).cloned().unwrap_or_default();
+    let tool = sent
+        .as_array()
+        .and_then(|m| m.iter().find(|x| x["role"] == "tool"))
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(tool["tool_call_id"], json!(c.id));
 }
 
@@ -772,13 +993,21 @@ async fn v16_openai_404_model_not_found() {
 #[tokio::test]
 async fn v16b_and_v17_openai_400s_are_final() {
     for (name, kind) in [
-        ("16b_openai_400_invalid_request_error.json", "invalid_request_error"),
+        (
+            "16b_openai_400_invalid_request_error.json",
+            "invalid_request_error",
+        ),
         ("17_groq_400_tool_use_failed.json", "invalid_request_error"),
     ] {
         let ex = exchanges(name);
         let (r, p, s) = one_call(Api::OpenAi, "m", vec![ex[0].response.clone()]).await;
         match r {
-            Err(ModelError::Api { status: 400, kind: k, retryable: false, .. }) => assert_eq!(k, kind, "{name}"),
+            Err(ModelError::Api {
+                status: 400,
+                kind: k,
+                retryable: false,
+                ..
+            }) => assert_eq!(k, kind, "{name}"),
             other => panic!("{name}: {other:?}"),
         }
         assert_eq!((retries(&p), s.requests().len()), (0, 1), "{name}");
@@ -788,8 +1017,8 @@ async fn v16b_and_v17_openai_400s_are_final() {
 #[tokio::test]
 async fn every_vector_file_is_covered() {
     let covered = [
-        "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15", "16",
-        "16b", "17", "18", "19", "20", "22", "23", "24",
+        "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15",
+        "16", "16b", "17", "18", "19", "20", "22", "23", "24",
     ];
     let skipped = ["21"];
     let mut missing = Vec::new();
@@ -803,5 +1032,8 @@ async fn every_vector_file_is_covered() {
             missing.push(name);
         }
     }
-    assert!(missing.is_empty(), "vectors without a replay test: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "vectors without a replay test: {missing:?}"
+    );
 }

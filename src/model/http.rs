@@ -166,7 +166,10 @@ pub(crate) async fn read_json_body(
         )));
     }
     serde_json::from_str(&text).map_err(|e| {
-        ModelError::Protocol(format!("response is not valid JSON ({e}): {}", snippet(&text)))
+        ModelError::Protocol(format!(
+            "response is not valid JSON ({e}): {}",
+            snippet(&text)
+        ))
     })
 }
 
@@ -292,14 +295,21 @@ mod tests {
         let a = ErrorBody::parse(
             r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}"#,
         );
-        assert_eq!((a.kind.as_str(), a.message.as_str()), ("overloaded_error", "Overloaded"));
+        assert_eq!(
+            (a.kind.as_str(), a.message.as_str()),
+            ("overloaded_error", "Overloaded")
+        );
         let o = ErrorBody::parse(
             r#"{"error":{"message":"m","type":"invalid_request_error","param":null,"code":"model_not_found"}}"#,
         );
         assert_eq!(o.code.as_deref(), Some("model_not_found"));
-        let l = ErrorBody::parse(r#"{"error":{"code":400,"message":"big","type":"exceed_context_size_error"}}"#);
+        let l = ErrorBody::parse(
+            r#"{"error":{"code":400,"message":"big","type":"exceed_context_size_error"}}"#,
+        );
         assert_eq!(l.code.as_deref(), Some("400"));
-        let v = ErrorBody::parse(r#"{"object":"error","message":"bad","type":"BadRequestError","code":400}"#);
+        let v = ErrorBody::parse(
+            r#"{"object":"error","message":"bad","type":"BadRequestError","code":400}"#,
+        );
         assert_eq!(v.message, "bad");
         let s = ErrorBody::parse(r#"{"error":"model \"x\" not found, try pulling it first"}"#);
         assert!(s.message.contains("not found"));

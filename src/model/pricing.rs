@@ -62,7 +62,9 @@ impl Price {
 
 /// Why a price string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid price '{input}': {reason} (expected USD per million tokens as \"in,out[,cache_write,cache_read]\", e.g. \"3,15\")")]
+#[error(
+    "invalid price '{input}': {reason} (expected USD per million tokens as \"in,out[,cache_write,cache_read]\", e.g. \"3,15\")"
+)]
 pub struct PriceParseError {
     /// The text given.
     pub input: String,
@@ -183,13 +185,31 @@ mod tests {
 
     #[test]
     fn families_match_by_prefix() {
-        assert_eq!(lookup("claude-sonnet-4-5-20250929"), Some(Price::new(3.0, 15.0)));
+        assert_eq!(
+            lookup("claude-sonnet-4-5-20250929"),
+            Some(Price::new(3.0, 15.0))
+        );
         assert_eq!(lookup("claude-haiku-4-5"), Some(Price::new(1.0, 5.0)));
-        assert_eq!(lookup("claude-opus-4-5-20251101"), Some(Price::new(5.0, 25.0)));
-        assert_eq!(lookup("claude-opus-4-1-20250805"), Some(Price::new(15.0, 75.0)));
-        assert_eq!(lookup("claude-opus-4-20250514"), Some(Price::new(15.0, 75.0)));
-        assert_eq!(lookup("anthropic/claude-3-5-haiku-latest"), Some(Price::new(0.8, 4.0)));
-        assert_eq!(lookup("gpt-4o-mini-2024-07-18").map(|p| p.input), Some(0.15));
+        assert_eq!(
+            lookup("claude-opus-4-5-20251101"),
+            Some(Price::new(5.0, 25.0))
+        );
+        assert_eq!(
+            lookup("claude-opus-4-1-20250805"),
+            Some(Price::new(15.0, 75.0))
+        );
+        assert_eq!(
+            lookup("claude-opus-4-20250514"),
+            Some(Price::new(15.0, 75.0))
+        );
+        assert_eq!(
+            lookup("anthropic/claude-3-5-haiku-latest"),
+            Some(Price::new(0.8, 4.0))
+        );
+        assert_eq!(
+            lookup("gpt-4o-mini-2024-07-18").map(|p| p.input),
+            Some(0.15)
+        );
         assert_eq!(lookup("gpt-4o").map(|p| p.input), Some(2.5));
         assert_eq!(lookup("gpt-5.2-pro"), None);
         assert_eq!(lookup("gpt-oss:20b"), None);
@@ -199,8 +219,14 @@ mod tests {
     #[test]
     fn cost_counts_every_kind_of_token() {
         let u = usage(1_000_000, 1_000_000, 1_000_000, 1_000_000);
-        assert!(close(cost_usd("claude-sonnet-4-5", &u), 3.0 + 15.0 + 3.75 + 0.3));
-        assert!(close(cost_usd("claude-haiku-4-5", &usage(2000, 500, 0, 0)), 0.0045));
+        assert!(close(
+            cost_usd("claude-sonnet-4-5", &u),
+            3.0 + 15.0 + 3.75 + 0.3
+        ));
+        assert!(close(
+            cost_usd("claude-haiku-4-5", &usage(2000, 500, 0, 0)),
+            0.0045
+        ));
         assert_eq!(cost_usd("unknown-model", &u), 0.0);
     }
 
@@ -215,7 +241,11 @@ mod tests {
             let e = bad.parse::<Price>();
             assert!(e.is_err(), "{bad}");
         }
-        let msg = "3".parse::<Price>().err().map(|e| e.to_string()).unwrap_or_default();
+        let msg = "3"
+            .parse::<Price>()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(msg.contains("need 2 or 4"), "{msg}");
         let p = Price::with_cache(1.0, 2.0, 3.0, 0.5);
         assert_eq!(p.to_string().parse::<Price>(), Ok(p));

@@ -96,7 +96,8 @@ impl SseDecoder {
                 self.has_field = true;
             }
             "data" => {
-                self.data.push(value.trim_end_matches([' ', '\t']).to_string());
+                self.data
+                    .push(value.trim_end_matches([' ', '\t']).to_string());
                 self.has_field = true;
             }
             "id" => {
@@ -169,7 +170,8 @@ mod tests {
 
     #[test]
     fn chunks_split_anywhere_even_mid_utf8_and_mid_crlf() {
-        let text = "event: t\r\ndata: {\"text\":\"héllo → 世界\"}\r\n\r\nevent: u\r\ndata: 2\r\n\r\n";
+        let text =
+            "event: t\r\ndata: {\"text\":\"héllo → 世界\"}\r\n\r\nevent: u\r\ndata: 2\r\n\r\n";
         let bytes = text.as_bytes();
         let whole = all(&[bytes]);
         assert_eq!(whole.len(), 2);

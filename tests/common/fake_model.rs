@@ -168,7 +168,10 @@ impl FakeResponse {
         FakeResponse::status(
             429,
             &[("retry-after", &retry_after_secs.to_string())],
-            anthropic_error("rate_limit_error", "This request would exceed your rate limit."),
+            anthropic_error(
+                "rate_limit_error",
+                "This request would exceed your rate limit.",
+            ),
         )
     }
 
@@ -286,7 +289,11 @@ fn pieces(s: &str, n: usize) -> Vec<String> {
 }
 
 /// The event objects of a faithful Anthropic stream.
-pub fn anthropic_events(text: Option<&str>, calls: &[(&str, &str, &str)], stop: &str) -> Vec<Value> {
+pub fn anthropic_events(
+    text: Option<&str>,
+    calls: &[(&str, &str, &str)],
+    stop: &str,
+) -> Vec<Value> {
     let mut ev = vec![json!({"type": "message_start", "message": {
         "id": "msg_fake", "type": "message", "role": "assistant", "model": "claude-fake",
         "content": [], "stop_reason": null, "stop_sequence": null,
@@ -303,8 +310,10 @@ pub fn anthropic_events(text: Option<&str>, calls: &[(&str, &str, &str)], stop: 
         index += 1;
     }
     for (id, name, input) in calls {
-        ev.push(json!({"type": "content_block_start", "index": index, "content_block":
-            {"type": "tool_use", "id": id, "name": name, "input": {}}}));
+        ev.push(
+            json!({"type": "content_block_start", "index": index, "content_block":
+            {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+        );
         ev.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": ""}}));
         for p in pieces(input, 3) {
             ev.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": p}}));
@@ -329,18 +338,30 @@ pub fn openai_chunks(text: Option<&str>, calls: &[(&str, &str, &str)], finish: &
     )];
     if let Some(text) = text {
         for p in pieces(text, 2) {
-            out.push(chunk(json!([{"index": 0, "delta": {"content": p}, "finish_reason": null}]), Value::Null));
+            out.push(chunk(
+                json!([{"index": 0, "delta": {"content": p}, "finish_reason": null}]),
+                Value::Null,
+            ));
         }
     }
     for (i, (id, name, args)) in calls.iter().enumerate() {
-        out.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": i, "id": id, "type": "function",
-            "function": {"name": name, "arguments": ""}}]}, "finish_reason": null}]), Value::Null));
+        out.push(chunk(
+            json!([{"index": 0, "delta": {"tool_calls": [{"index": i, "id": id, "type": "function",
+            "function": {"name": name, "arguments": ""}}]}, "finish_reason": null}]),
+            Value::Null,
+        ));
         for p in pieces(args, 3) {
-            out.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": i,
-                "function": {"arguments": p}}]}, "finish_reason": null}]), Value::Null));
+            out.push(chunk(
+                json!([{"index": 0, "delta": {"tool_calls": [{"index": i,
+                "function": {"arguments": p}}]}, "finish_reason": null}]),
+                Value::Null,
+            ));
         }
     }
-    out.push(chunk(json!([{"index": 0, "delta": {}, "finish_reason": finish}]), Value::Null));
+    out.push(chunk(
+        json!([{"index": 0, "delta": {}, "finish_reason": finish}]),
+        Value::Null,
+    ));
     out.push(chunk(
         json!([]),
         json!({"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}),
@@ -451,7 +472,10 @@ impl FakeServer {
         if s.violations.is_empty() {
             return;
         }
-        let mut msg = format!("fake model server saw {} protocol violation(s):\n", s.violations.len());
+        let mut msg = format!(
+            "fake model server saw {} protocol violation(s):\n",
+            s.violations.len()
+        );
         for v in &s.violations {
             msg.push_str(&format!("  - {v}\n"));
         }
@@ -493,7 +517,12 @@ async fn handle(
         query: uri.query().map(str::to_string),
         headers: headers
             .iter()
-            .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
             .collect(),
         body: parsed,
         raw_body,
@@ -507,7 +536,8 @@ async fn handle(
             problems.push("no response queued for this request (answered 500)".into());
         }
         for p in problems {
-            s.violations.push(format!("request #{n} ({} {}): {p}", req.method, req.path));
+            s.violations
+                .push(format!("request #{n} ({} {}): {p}", req.method, req.path));
         }
         s.requests.push(req);
         next
@@ -589,7 +619,9 @@ pub fn check_anthropic(body: &Value, out: &mut Vec<String>) {
         let results = ids_of(&bl, "tool_result", "tool_use_id");
         if m["role"] == "assistant" {
             if !results.is_empty() {
-                out.push(format!("messages[{i}] (assistant) holds tool_result blocks"));
+                out.push(format!(
+                    "messages[{i}] (assistant) holds tool_result blocks"
+                ));
             }
             for id in &uses {
                 if id.is_empty() {
@@ -602,11 +634,15 @@ pub fn check_anthropic(body: &Value, out: &mut Vec<String>) {
                 continue;
             }
             let Some(next) = msgs.get(i + 1) else {
-                out.push(format!("messages[{i}] ends the conversation with unanswered tool_use {uses:?}"));
+                out.push(format!(
+                    "messages[{i}] ends the conversation with unanswered tool_use {uses:?}"
+                ));
                 continue;
             };
             if next["role"] != "user" {
-                out.push(format!("messages[{i}] tool_use {uses:?} not followed by a user message"));
+                out.push(format!(
+                    "messages[{i}] tool_use {uses:?} not followed by a user message"
+                ));
                 continue;
             }
             let nb = blocks(next);
@@ -614,7 +650,10 @@ pub fn check_anthropic(body: &Value, out: &mut Vec<String>) {
             for id in &uses {
                 let n = answers.iter().filter(|a| *a == id).count();
                 if n != 1 {
-                    out.push(format!("tool_use {id} has {n} tool_result(s) in messages[{}]", i + 1));
+                    out.push(format!(
+                        "tool_use {id} has {n} tool_result(s) in messages[{}]",
+                        i + 1
+                    ));
                 }
             }
             let first_other = nb.iter().position(|b| b["type"] != "tool_result");
@@ -622,7 +661,10 @@ pub fn check_anthropic(body: &Value, out: &mut Vec<String>) {
             if let (Some(o), Some(r)) = (first_other, last_result)
                 && o < r
             {
-                out.push(format!("messages[{}] has a non-result block before a tool_result", i + 1));
+                out.push(format!(
+                    "messages[{}] has a non-result block before a tool_result",
+                    i + 1
+                ));
             }
         } else {
             if !uses.is_empty() {
@@ -660,7 +702,9 @@ pub fn check_openai(body: &Value, out: &mut Vec<String>) {
             let mut ids: Vec<_> = calls.into_iter().filter(|(_, n)| *n != 1).collect();
             ids.sort();
             for (id, n) in ids {
-                out.push(format!("messages[{at}] tool call {id} answered by {n} tool message(s)"));
+                out.push(format!(
+                    "messages[{at}] tool call {id} answered by {n} tool message(s)"
+                ));
             }
         }
     };
@@ -694,7 +738,9 @@ pub fn check_openai(body: &Value, out: &mut Vec<String>) {
                         out.push(format!("tool call id {id} appears more than once"));
                     }
                     if !c["function"]["arguments"].is_string() {
-                        out.push(format!("messages[{i}] tool call {id}: arguments is not a string"));
+                        out.push(format!(
+                            "messages[{i}] tool call {id}: arguments is not a string"
+                        ));
                     }
                     map.insert(id, 0);
                 }

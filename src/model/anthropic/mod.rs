@@ -169,7 +169,9 @@ fn map_error(status: u16, headers: &HeaderMap, body: &str, model: &str) -> Model
             model: model.to_string(),
             message: e.message,
         },
-        400 | 413 if is_prompt_too_long(&e.message) => ModelError::PromptTooLong { message: e.message },
+        400 | 413 if is_prompt_too_long(&e.message) => {
+            ModelError::PromptTooLong { message: e.message }
+        }
         _ => {
             let retryable = status_is_retryable(status, headers) && !e.is_spend_limit();
             ModelError::Api {
@@ -220,13 +222,19 @@ mod tests {
         ] {
             assert_eq!(messages_url(base), "https://api.anthropic.com/v1/messages");
         }
-        assert_eq!(messages_url("http://127.0.0.1:9/proxy"), "http://127.0.0.1:9/proxy/v1/messages");
+        assert_eq!(
+            messages_url("http://127.0.0.1:9/proxy"),
+            "http://127.0.0.1:9/proxy/v1/messages"
+        );
     }
 
     #[test]
     fn missing_key_is_reported_at_construction() {
         let err = AnthropicModel::new(AnthropicConfig::new("m", None)).err();
-        assert_eq!(err.map(|e| e.to_string()), Some("ANTHROPIC_API_KEY is not set".into()));
+        assert_eq!(
+            err.map(|e| e.to_string()),
+            Some("ANTHROPIC_API_KEY is not set".into())
+        );
         assert!(AnthropicModel::new(AnthropicConfig::new("m", Some("  ".into()))).is_err());
         assert!(AnthropicModel::new(AnthropicConfig::new("m", Some("k".into()))).is_ok());
     }
@@ -236,10 +244,21 @@ mod tests {
         let none = HeaderMap::new();
         assert!(matches!(
             map_error(401, &none, &body("authentication_error", "bad key"), "m"),
-            ModelError::Unauthorized { status: 401, var: "ANTHROPIC_API_KEY" }
+            ModelError::Unauthorized {
+                status: 401,
+                var: "ANTHROPIC_API_KEY"
+            }
         ));
-        assert!(matches!(map_error(403, &none, "", "m"), ModelError::Unauthorized { .. }));
-        match map_error(404, &none, &body("not_found_error", "model: claude-sonet-4-5"), "claude-sonet-4-5") {
+        assert!(matches!(
+            map_error(403, &none, "", "m"),
+            ModelError::Unauthorized { .. }
+        ));
+        match map_error(
+            404,
+            &none,
+            &body("not_found_error", "model: claude-sonet-4-5"),
+            "claude-sonet-4-5",
+        ) {
             ModelError::ModelNotFound { model, message } => {
                 assert_eq!(model, "claude-sonet-4-5");
                 assert_eq!(message, "model: claude-sonet-4-5");
@@ -247,24 +266,57 @@ mod tests {
             e => panic!("{e:?}"),
         }
         assert!(matches!(
-            map_error(400, &none, &body("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"), "m"),
+            map_error(
+                400,
+                &none,
+                &body(
+                    "invalid_request_error",
+                    "prompt is too long: 210000 tokens > 200000 maximum"
+                ),
+                "m"
+            ),
             ModelError::PromptTooLong { .. }
         ));
-        let e = map_error(400, &h(&[("x-should-retry", "false")]), &body("invalid_request_error", "bad"), "m");
+        let e = map_error(
+            400,
+            &h(&[("x-should-retry", "false")]),
+            &body("invalid_request_error", "bad"),
+            "m",
+        );
         assert!(!e.is_retryable());
         let e = map_error(413, &none, &body("request_too_large", "too big"), "m");
-        assert!(matches!(e, ModelError::Api { status: 413, retryable: false, .. }));
+        assert!(matches!(
+            e,
+            ModelError::Api {
+                status: 413,
+                retryable: false,
+                ..
+            }
+        ));
         for s in [408, 409, 429, 500, 502, 529] {
-            let e = map_error(s, &h(&[("retry-after", "3")]), &body("overloaded_error", "Overloaded"), "m");
+            let e = map_error(
+                s,
+                &h(&[("retry-after", "3")]),
+                &body("overloaded_error", "Overloaded"),
+                "m",
+            );
             assert!(e.is_retryable(), "{s}");
             assert_eq!(e.retry_after_ms(), Some(3000));
         }
-        let e = map_error(429, &h(&[("x-should-retry", "false")]), &body("rate_limit_error", "x"), "m");
+        let e = map_error(
+            429,
+            &h(&[("x-should-retry", "false")]),
+            &body("rate_limit_error", "x"),
+            "m",
+        );
         assert!(!e.is_retryable());
         let e = map_error(
             429,
             &none,
-            &body("rate_limit_error", "You have reached your specified API usage limits. You will regain access on 2025-09-01."),
+            &body(
+                "rate_limit_error",
+                "You have reached your specified API usage limits. You will regain access on 2025-09-01.",
+            ),
             "m",
         );
         assert!(!e.is_retryable());

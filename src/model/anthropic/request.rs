@@ -102,7 +102,11 @@ mod tests {
     use super::*;
     use crate::model::ToolSpec;
 
-    fn req<'a>(system: &'a str, messages: &'a [Message], tools: &'a [ToolSpec]) -> ModelRequest<'a> {
+    fn req<'a>(
+        system: &'a str,
+        messages: &'a [Message],
+        tools: &'a [ToolSpec],
+    ) -> ModelRequest<'a> {
         ModelRequest {
             system,
             messages,
@@ -139,8 +143,15 @@ mod tests {
         assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
         assert!(body["tools"][0].get("cache_control").is_none());
         assert_eq!(body["tools"][1]["cache_control"]["type"], "ephemeral");
-        assert!(body["messages"][0]["content"][0].get("cache_control").is_none());
-        assert_eq!(body["messages"][2]["content"][0]["cache_control"]["type"], "ephemeral");
+        assert!(
+            body["messages"][0]["content"][0]
+                .get("cache_control")
+                .is_none()
+        );
+        assert_eq!(
+            body["messages"][2]["content"][0]["cache_control"]["type"],
+            "ephemeral"
+        );
     }
 
     #[test]
@@ -150,7 +161,9 @@ mod tests {
             Message {
                 role: Role::Assistant,
                 content: vec![
-                    Block::Text { text: String::new() },
+                    Block::Text {
+                        text: String::new(),
+                    },
                     Block::ToolUse {
                         id: "t1".into(),
                         name: "bash".into(),
@@ -186,7 +199,10 @@ mod tests {
         assert!(body.get("tools").is_none());
         let a = &body["messages"][1]["content"];
         assert_eq!(a.as_array().map(Vec::len), Some(2), "empty text dropped");
-        assert_eq!(a[0], json!({"type":"tool_use","id":"t1","name":"bash","input":{"command":"ls"}}));
+        assert_eq!(
+            a[0],
+            json!({"type":"tool_use","id":"t1","name":"bash","input":{"command":"ls"}})
+        );
         assert_eq!(a[1]["input"], json!({}));
         let u = &body["messages"][2]["content"];
         assert_eq!(u[0]["type"], "tool_result");

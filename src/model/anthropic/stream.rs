@@ -228,7 +228,10 @@ fn merge_usage(usage: &mut Usage, u: &Value) {
         &mut usage.cache_creation_input_tokens,
         "cache_creation_input_tokens",
     );
-    set(&mut usage.cache_read_input_tokens, "cache_read_input_tokens");
+    set(
+        &mut usage.cache_read_input_tokens,
+        "cache_read_input_tokens",
+    );
 }
 
 /// A reply from a whole (non-streaming) Messages API response body.

@@ -216,13 +216,17 @@ mod tests {
     use serde_json::json;
 
     fn err(message: &str, kind: &str, code: Option<&str>) -> String {
-        json!({"error": {"message": message, "type": kind, "param": null, "code": code}}).to_string()
+        json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+            .to_string()
     }
 
     #[test]
     fn key_is_needed_only_for_the_official_api() {
         let e = OpenAiModel::new(OpenAiConfig::new("gpt-4o", None)).err();
-        assert_eq!(e.map(|e| e.to_string()), Some("OPENAI_API_KEY is not set".into()));
+        assert_eq!(
+            e.map(|e| e.to_string()),
+            Some("OPENAI_API_KEY is not set".into())
+        );
         let mut local = OpenAiConfig::new("llama", None);
         local.base_url = "http://127.0.0.1:8080/v1/".into();
         let m = OpenAiModel::new(local).expect("local needs no key");
@@ -233,30 +237,99 @@ mod tests {
     fn statuses_map_to_policy() {
         let none = HeaderMap::new();
         assert!(matches!(
-            map_error(401, &none, &err("Incorrect API key", "invalid_request_error", Some("invalid_api_key")), "m"),
-            ModelError::Unauthorized { var: "OPENAI_API_KEY", .. }
+            map_error(
+                401,
+                &none,
+                &err(
+                    "Incorrect API key",
+                    "invalid_request_error",
+                    Some("invalid_api_key")
+                ),
+                "m"
+            ),
+            ModelError::Unauthorized {
+                var: "OPENAI_API_KEY",
+                ..
+            }
         ));
         assert!(matches!(
-            map_error(404, &none, &err("The model `x` does not exist", "invalid_request_error", Some("model_not_found")), "x"),
+            map_error(
+                404,
+                &none,
+                &err(
+                    "The model `x` does not exist",
+                    "invalid_request_error",
+                    Some("model_not_found")
+                ),
+                "x"
+            ),
             ModelError::ModelNotFound { .. }
         ));
         assert!(matches!(
-            map_error(404, &none, r#"{"error":"model \"q\" not found, try pulling it first"}"#, "q"),
+            map_error(
+                404,
+                &none,
+                r#"{"error":"model \"q\" not found, try pulling it first"}"#,
+                "q"
+            ),
             ModelError::ModelNotFound { .. }
         ));
         assert!(matches!(
-            map_error(400, &none, &err("This model's maximum context length is 128000 tokens.", "invalid_request_error", Some("context_length_exceeded")), "m"),
+            map_error(
+                400,
+                &none,
+                &err(
+                    "This model's maximum context length is 128000 tokens.",
+                    "invalid_request_error",
+                    Some("context_length_exceeded")
+                ),
+                "m"
+            ),
             ModelError::PromptTooLong { .. }
         ));
-        let e = map_error(429, &none, &err("You exceeded your current quota", "insufficient_quota", Some("insufficient_quota")), "m");
+        let e = map_error(
+            429,
+            &none,
+            &err(
+                "You exceeded your current quota",
+                "insufficient_quota",
+                Some("insufficient_quota"),
+            ),
+            "m",
+        );
         assert!(!e.is_retryable());
         let mut h = HeaderMap::new();
         h.insert("retry-after-ms", HeaderValue::from_static("20"));
-        let e = map_error(429, &h, &err("Rate limit reached", "requests", Some("rate_limit_exceeded")), "m");
+        let e = map_error(
+            429,
+            &h,
+            &err(
+                "Rate limit reached",
+                "requests",
+                Some("rate_limit_exceeded"),
+            ),
+            "m",
+        );
         assert!(e.is_retryable());
         assert_eq!(e.retry_after_ms(), Some(20));
-        let e = map_error(400, &none, &err("Tool call validation failed", "invalid_request_error", Some("tool_use_failed")), "m");
-        assert!(matches!(e, ModelError::Api { status: 400, retryable: false, .. }));
+        let e = map_error(
+            400,
+            &none,
+            &err(
+                "Tool call validation failed",
+                "invalid_request_error",
+                Some("tool_use_failed"),
+            ),
+            "m",
+        );
+        assert!(matches!(
+            e,
+            ModelError::Api {
+                status: 400,
+                retryable: false,
+                ..
+            }
+        ));
         assert!(map_error(503, &none, "upstream connect error", "m").is_retryable());
     }
 }

@@ -171,9 +171,15 @@ mod tests {
         assert_eq!(body["tools"][0]["function"]["parameters"]["type"], "object");
         let m = body["messages"].as_array().cloned().unwrap_or_default();
         let roles: Vec<&str> = m.iter().filter_map(|x| x["role"].as_str()).collect();
-        assert_eq!(roles, ["system", "user", "assistant", "tool", "tool", "user"]);
+        assert_eq!(
+            roles,
+            ["system", "user", "assistant", "tool", "tool", "user"]
+        );
         assert_eq!(m[2]["content"], Value::Null);
-        assert_eq!(m[2]["tool_calls"][0]["function"]["arguments"], "{\"path\":\".env\"}");
+        assert_eq!(
+            m[2]["tool_calls"][0]["function"]["arguments"],
+            "{\"path\":\".env\"}"
+        );
         assert_eq!(m[2]["tool_calls"][1]["function"]["arguments"], "{\"pa");
         assert_eq!(m[3]["tool_call_id"], "c1");
         assert_eq!(m[4]["tool_call_id"], "c2");

@@ -276,7 +276,12 @@ mod tests {
         assert_eq!(calls[0].id, "call_1");
         assert_eq!(calls[1].id, "call_2");
         assert_eq!(calls[0].input, &json!({"a": 1}));
-        assert!(r.message.content.iter().all(|b| !matches!(b, Block::Text { .. })));
+        assert!(
+            r.message
+                .content
+                .iter()
+                .all(|b| !matches!(b, Block::Text { .. }))
+        );
     }
 
     #[test]
@@ -287,7 +292,10 @@ mod tests {
         ])
         .expect("reply");
         assert_eq!(r.stop_reason, StopReason::MaxTokens);
-        assert_eq!(r.message.tool_calls().next().and_then(|c| c.raw_input), Some("{\"a\":"));
+        assert_eq!(
+            r.message.tool_calls().next().and_then(|c| c.raw_input),
+            Some("{\"a\":")
+        );
         let e = stream(&[json!({"error":{"message":"boom","type":"server_error"}})]);
         assert!(matches!(e, Err(ModelError::StreamError { .. })));
         let sink = |_: ModelProgress| {};
