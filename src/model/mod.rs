@@ -2,6 +2,7 @@
 //! provider-neutral conversation types every provider maps to and from.
 
 pub mod anthropic;
+pub mod http;
 pub mod openai;
 pub mod pricing;
 pub mod retry;

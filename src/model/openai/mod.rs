@@ -1,0 +1,335 @@
+//! The OpenAI-compatible Chat Completions client (OpenAI, vLLM, llama.cpp
+//! server, Ollama's `/v1`), streaming, with a fallback for servers that
+//! ignore `stream` and answer with one JSON body.
+
+mod request;
+mod response;
+
+use std::sync::atomic::AtomicU64;
+
+use async_trait::async_trait;
+use reqwest::header::HeaderMap;
+
+use super::http::{self, BodyReader, ErrorBody, HttpTimeouts};
+use super::retry::{RetryPolicy, retry_after_ms, status_is_retryable};
+use super::sse::SseDecoder;
+use super::{Model, ModelError, ModelReply, ModelRequest, ProgressSink};
+
+/// The public API endpoint (`/v1` included, as the SDKs have it).
+pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+/// The environment variable named in key errors.
+pub const OPENAI_KEY_VAR: &str = "OPENAI_API_KEY";
+
+/// Everything an [`OpenAiModel`] needs.
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// The API key, sent as `Authorization: Bearer`. Local servers need
+    /// none; it is required only for the default api.openai.com base.
+    pub api_key: Option<String>,
+    /// The base URL including `/v1`, e.g. `http://localhost:8000/v1`.
+    pub base_url: String,
+    /// The model name sent with each request.
+    pub model: String,
+    /// How failed attempts are retried.
+    pub retry: RetryPolicy,
+    /// Connect and idle-read limits of each attempt.
+    pub timeouts: HttpTimeouts,
+}
+
+impl OpenAiConfig {
+    /// A config for `model` with the default base URL, retry and timeouts.
+    pub fn new(model: impl Into<String>, api_key: Option<String>) -> Self {
+        OpenAiConfig {
+            api_key,
+            base_url: DEFAULT_OPENAI_BASE_URL.to_string(),
+            model: model.into(),
+            retry: RetryPolicy::default(),
+            timeouts: HttpTimeouts::default(),
+        }
+    }
+}
+
+/// A [`Model`] backed by an OpenAI-compatible Chat Completions endpoint.
+#[derive(Debug)]
+pub struct OpenAiModel {
+    client: reqwest::Client,
+    url: String,
+    key: Option<String>,
+    model: String,
+    official: bool,
+    policy: RetryPolicy,
+    timeouts: HttpTimeouts,
+    /// Source of ids for tool calls a server sent without one.
+    next_id: AtomicU64,
+}
+
+impl OpenAiModel {
+    /// Checks the config and builds the client. A missing key is
+    /// `MissingKey { var: "OPENAI_API_KEY" }` only for api.openai.com.
+    pub fn new(cfg: OpenAiConfig) -> Result<Self, ModelError> {
+        let base = http::trim_base(&cfg.base_url);
+        let official = base.contains("://api.openai.com");
+        let key = cfg.api_key.filter(|k| !k.trim().is_empty());
+        if official && key.is_none() {
+            return Err(ModelError::MissingKey {
+                var: OPENAI_KEY_VAR,
+            });
+        }
+        Ok(OpenAiModel {
+            client: http::build_client(&cfg.timeouts)?,
+            url: format!("{base}/chat/completions"),
+            key,
+            model: cfg.model,
+            official,
+            policy: cfg.retry,
+            timeouts: cfg.timeouts,
+            next_id: AtomicU64::new(0),
+        })
+    }
+
+    /// The endpoint requests go to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    async fn attempt(
+        &self,
+        body: &serde_json::Value,
+        progress: ProgressSink<'_>,
+    ) -> Result<ModelReply, ModelError> {
+        let idle = self.timeouts.idle_read;
+        let mut req = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .json(body);
+        if let Some(key) = &self.key {
+            req = req.bearer_auth(key);
+        }
+        let resp = http::send(req, &self.url, idle).await?;
+        let status = resp.status().as_u16();
+        if !resp.status().is_success() {
+            let headers = resp.headers().clone();
+            let text = http::read_error_body(resp, idle).await;
+            return Err(map_error(status, &headers, &text, &self.model));
+        }
+        let mut state = response::ChatState::default();
+        if http::is_json(&resp) {
+            let v = http::read_json_body(resp, idle).await?;
+            if v.get("error").is_some_and(|e| !e.is_null()) {
+                let e = ErrorBody::parse(&v.to_string());
+                return Err(ModelError::Api {
+                    status,
+                    kind: e.kind,
+                    message: e.message,
+                    retryable: false,
+                    retry_after_ms: None,
+                });
+            }
+            state.handle_whole(&v)?;
+            return state.finish(&self.next_id);
+        }
+        let mut reader = BodyReader::new(resp, idle);
+        let mut decoder = SseDecoder::new();
+        while let Some(chunk) = reader.next_chunk().await? {
+            for ev in decoder.push(&chunk) {
+                state.handle_data(&ev.data, progress)?;
+            }
+            if state.is_done() {
+                break;
+            }
+        }
+        if !state.is_done()
+            && let Some(ev) = decoder.finish()
+        {
+            state.handle_data(&ev.data, progress)?;
+        }
+        state.finish(&self.next_id)
+    }
+}
+
+#[async_trait]
+impl Model for OpenAiModel {
+    fn name(&self) -> &str {
+        &self.model
+    }
+
+    async fn complete(
+        &self,
+        req: ModelRequest<'_>,
+        progress: ProgressSink<'_>,
+    ) -> Result<ModelReply, ModelError> {
+        let body = request::build_body(&self.model, &req, self.official);
+        self.policy
+            .run(progress, || self.attempt(&body, progress))
+            .await
+    }
+}
+
+/// Maps a non-2xx answer to the error that states the policy.
+fn map_error(status: u16, headers: &HeaderMap, body: &str, model: &str) -> ModelError {
+    let e = ErrorBody::parse(body);
+    let code = e.code.as_deref().unwrap_or("");
+    let lower = e.message.to_ascii_lowercase();
+    if status == 401 {
+        return ModelError::Unauthorized {
+            status,
+            var: OPENAI_KEY_VAR,
+        };
+    }
+    if code == "model_not_found"
+        || (status == 404 && lower.contains("model") && lower.contains("not found"))
+        || (status == 404 && lower.contains("does not exist"))
+    {
+        return ModelError::ModelNotFound {
+            model: model.to_string(),
+            message: e.message,
+        };
+    }
+    if code == "context_length_exceeded"
+        || e.kind == "exceed_context_size_error"
+        || lower.contains("maximum context length")
+        || lower.contains("context length")
+        || lower.contains("context window")
+    {
+        return ModelError::PromptTooLong { message: e.message };
+    }
+    let retryable = status_is_retryable(status, headers) && !e.is_spend_limit();
+    let kind = if e.kind == "unknown" && !code.is_empty() {
+        code.to_string()
+    } else {
+        e.kind
+    };
+    ModelError::Api {
+        status,
+        kind,
+        message: e.message,
+        retryable,
+        retry_after_ms: retry_after_ms(headers),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+    use serde_json::json;
+
+    fn err(message: &str, kind: &str, code: Option<&str>) -> String {
+        json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+            .to_string()
+    }
+
+    #[test]
+    fn key_is_needed_only_for_the_official_api() {
+        let e = OpenAiModel::new(OpenAiConfig::new("gpt-4o", None)).err();
+        assert_eq!(
+            e.map(|e| e.to_string()),
+            Some("OPENAI_API_KEY is not set".into())
+        );
+        let mut local = OpenAiConfig::new("llama", None);
+        local.base_url = "http://127.0.0.1:8080/v1/".into();
+        let m = OpenAiModel::new(local).expect("local needs no key");
+        assert_eq!(m.url(), "http://127.0.0.1:8080/v1/chat/completions");
+    }
+
+    #[test]
+    fn statuses_map_to_policy() {
+        let none = HeaderMap::new();
+        assert!(matches!(
+            map_error(
+                401,
+                &none,
+                &err(
+                    "Incorrect API key",
+                    "invalid_request_error",
+                    Some("invalid_api_key")
+                ),
+                "m"
+            ),
+            ModelError::Unauthorized {
+                var: "OPENAI_API_KEY",
+                ..
+            }
+        ));
+        assert!(matches!(
+            map_error(
+                404,
+                &none,
+                &err(
+                    "The model `x` does not exist",
+                    "invalid_request_error",
+                    Some("model_not_found")
+                ),
+                "x"
+            ),
+            ModelError::ModelNotFound { .. }
+        ));
+        assert!(matches!(
+            map_error(
+                404,
+                &none,
+                r#"{"error":"model \"q\" not found, try pulling it first"}"#,
+                "q"
+            ),
+            ModelError::ModelNotFound { .. }
+        ));
+        assert!(matches!(
+            map_error(
+                400,
+                &none,
+                &err(
+                    "This model's maximum context length is 128000 tokens.",
+                    "invalid_request_error",
+                    Some("context_length_exceeded")
+                ),
+                "m"
+            ),
+            ModelError::PromptTooLong { .. }
+        ));
+        let e = map_error(
+            429,
+            &none,
+            &err(
+                "You exceeded your current quota",
+                "insufficient_quota",
+                Some("insufficient_quota"),
+            ),
+            "m",
+        );
+        assert!(!e.is_retryable());
+        let mut h = HeaderMap::new();
+        h.insert("retry-after-ms", HeaderValue::from_static("20"));
+        let e = map_error(
+            429,
+            &h,
+            &err(
+                "Rate limit reached",
+                "requests",
+                Some("rate_limit_exceeded"),
+            ),
+            "m",
+        );
+        assert!(e.is_retryable());
+        assert_eq!(e.retry_after_ms(), Some(20));
+        let e = map_error(
+            400,
+            &none,
+            &err(
+                "Tool call validation failed",
+                "invalid_request_error",
+                Some("tool_use_failed"),
+            ),
+            "m",
+        );
+        assert!(matches!(
+            e,
+            ModelError::Api {
+                status: 400,
+                retryable: false,
+                ..
+            }
+        ));
+        assert!(map_error(503, &none, "upstream connect error", "m").is_retryable());
+    }
+}

@@ -1,0 +1,4 @@
+//! Helpers shared by integration tests.
+
+pub mod fake_model;
+pub mod vectors;
