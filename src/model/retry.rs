@@ -73,10 +73,7 @@ impl RetryPolicy {
                 Ok(r) => r,
                 Err(_) => Err(ModelError::Unreachable {
                     url: String::from("model API"),
-                    detail: format!(
-                        "no answer within the {}s deadline",
-                        self.deadline.as_secs()
-                    ),
+                    detail: format!("no answer within the {}s deadline", self.deadline.as_secs()),
                 }),
             };
             let err = match result {
@@ -187,11 +184,20 @@ mod tests {
 
     #[test]
     fn retry_after_forms() {
-        assert_eq!(retry_after_ms(&headers(&[("retry-after-ms", "250")])), Some(250));
-        assert_eq!(retry_after_ms(&headers(&[("retry-after", "2")])), Some(2000));
+        assert_eq!(
+            retry_after_ms(&headers(&[("retry-after-ms", "250")])),
+            Some(250)
+        );
+        assert_eq!(
+            retry_after_ms(&headers(&[("retry-after", "2")])),
+            Some(2000)
+        );
         assert_eq!(retry_after_ms(&headers(&[("retry-after", "soon")])), None);
         assert_eq!(
-            retry_after_ms(&headers(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")])),
+            retry_after_ms(&headers(&[(
+                "retry-after",
+                "Wed, 21 Oct 2015 07:28:00 GMT"
+            )])),
             Some(0)
         );
     }
@@ -227,7 +233,10 @@ mod tests {
                 })
             })
             .await;
-        assert!(matches!(r, Err(ModelError::RetriesExhausted { attempts: 5, .. })));
+        assert!(matches!(
+            r,
+            Err(ModelError::RetriesExhausted { attempts: 5, .. })
+        ));
         assert_eq!(calls.load(Ordering::SeqCst), 5);
 
         calls.store(0, Ordering::SeqCst);
