@@ -169,15 +169,19 @@ exit 1"#
 }
 
 /// How many times the kernel's OOM killer has fired in the container's
-/// memory cgroup (v1 `memory.oom_control`, v2 `memory.events`).
+/// memory cgroup (v1 `memory.oom_control`, v2 `memory.events`), and whether
+/// the container could still run a process at all: once its init is dead
+/// no new process starts there, even while the engine still reports it
+/// as running.
 pub async fn oom_kill_count(
     docker: &Docker,
     id: &str,
     user: &str,
-) -> Result<Option<u64>, ExecError> {
-    let script = "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null; exit 0";
+) -> Result<(bool, Option<u64>), ExecError> {
+    let script = "echo runner-alive; cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null; exit 0";
     let out = control(docker, id, user, script).await?;
-    Ok(parse_oom_kill(&out.stdout))
+    let alive = out.stdout.lines().next() == Some("runner-alive");
+    Ok((alive, parse_oom_kill(&out.stdout)))
 }
 
 /// Finds the `oom_kill N` line of a cgroup memory file.

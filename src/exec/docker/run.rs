@@ -43,11 +43,17 @@ enum End {
 
 /// Turns a Docker failure during a command into `SandboxDied` when the
 /// container is gone, so the loop can tell the two apart.
+/// The engine may refuse an exec ("is not running") a moment before
+/// inspect shows the container as stopped, so this looks a few times.
 async fn died_or(t: &Target<'_>, err: ExecError) -> ExecError {
-    match death_reason(t.docker, t.id).await {
-        Ok(Some(why)) => ExecError::SandboxDied { detail: why },
-        _ => err,
+    for _ in 0..5 {
+        match death_reason(t.docker, t.id).await {
+            Ok(Some(why)) => return ExecError::SandboxDied { detail: why },
+            Ok(None) => tokio::time::sleep(Duration::from_millis(200)).await,
+            Err(_) => break,
+        }
     }
+    err
 }
 
 /// Runs one command to completion, timeout or cancellation. `oom_seen` is
@@ -172,7 +178,16 @@ pub async fn run(
     }
     let mut oom_killed = false;
     if exit == Some(137) {
-        let now = oom_kill_count(t.docker, t.id, t.user).await?;
+        let now = match oom_kill_count(t.docker, t.id, t.user).await {
+            Ok((true, n)) => n,
+            Ok((false, _)) => {
+                let gone = ExecError::SandboxDied {
+                    detail: format!("container {} stopped while the command ran", short(t.id)),
+                };
+                return Err(died_or(t, gone).await);
+            }
+            Err(e) => return Err(died_or(t, e).await),
+        };
         if let (Some(n), Some(before)) = (now, *oom_seen)
             && n > before
         {
