@@ -155,3 +155,49 @@ async fn workspace_links_never_touch_host_files() {
         "new\n"
     );
 }
+
+/// The full image: python sockets and DNS get nowhere either.
+#[tokio::test]
+async fn full_image_python_egress_blocked() {
+    let _s = serial();
+    let d = docker().await;
+    if d.inspect_image("runner-sandbox:bookworm").await.is_err() {
+        panic!(
+            "image runner-sandbox:bookworm is missing: run `make sandbox-image` (bash sandbox/build-full.sh)"
+        );
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut c = cfg("pyegress");
+    c.image = "runner-sandbox:bookworm".into();
+    let id = c.run_id.clone();
+    let ex = start(c).await;
+    let py = format!(
+        "import socket\n\
+         for target in [('127.0.0.1', {port})]:\n\
+         \x20   try:\n\
+         \x20       socket.create_connection(target, timeout=2); print('CONNECTED')\n\
+         \x20   except OSError as e: print('blocked', e)\n\
+         try:\n\
+         \x20   socket.getaddrinfo('example.com', 80); print('RESOLVED')\n\
+         except OSError as e: print('no dns', e)\n"
+    );
+    let out = run(
+        &ex,
+        &format!("python3 - <<'EOF'\n{py}EOF\npython3 -m pytest --version"),
+        30.0,
+    )
+    .await;
+    assert!(
+        out.output.contains("blocked") && out.output.contains("no dns"),
+        "{out:?}"
+    );
+    assert!(
+        !out.output.contains("CONNECTED") && !out.output.contains("RESOLVED"),
+        "{out:?}"
+    );
+    assert!(out.output.contains("pytest"), "{out:?}");
+    assert!(listener.accept().is_err(), "the listener was reached");
+    finish(&d, ex, &id).await;
+}

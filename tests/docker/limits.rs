@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use crate::common::*;
+use runner::exec::Executor;
 
 #[tokio::test]
 async fn timeout_kills_every_process_and_container_serves_next_call() {
@@ -140,5 +141,70 @@ async fn output_flood_is_bounded_and_counted_exactly() {
         out.output.len()
     );
     assert!(out.output.contains("bytes omitted"));
+    finish(&d, ex, &id).await;
+}
+
+#[tokio::test]
+async fn root_user_timeout_still_kills_everything_and_keeps_container() {
+    let _s = serial();
+    let d = docker().await;
+    let mut c = cfg("rootkill");
+    c.user = "0:0".into();
+    let id = c.run_id.clone();
+    let ex = start(c).await;
+    assert_eq!(ex.loosenings().len(), 1, "{:?}", ex.loosenings());
+    let out = run(
+        &ex,
+        "setsid sleep 1001 & (trap '' TERM; while :; do sleep 1; done) & sleep 1002",
+        1.5,
+    )
+    .await;
+    assert!(out.timed_out, "{out:?}");
+    let left = stray_processes(&ex).await;
+    assert!(left.is_empty(), "processes survived the kill: {left:?}");
+    assert_eq!(run(&ex, "id -u", 10.0).await.output, "0\n");
+    finish(&d, ex, &id).await;
+}
+
+#[tokio::test]
+async fn cancel_kills_the_command_promptly() {
+    let _s = serial();
+    let d = docker().await;
+    let c = cfg("cancel");
+    let id = c.run_id.clone();
+    let ex = start(c).await;
+    let r = req("echo started; nohup sleep 1000 & sleep 1000", 60.0);
+    let token = r.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+        token.cancel();
+    });
+    let t = Instant::now();
+    let out = ex.execute(r).await.unwrap();
+    assert!(
+        out.cancelled && !out.timed_out && out.exit_code.is_none(),
+        "{out:?}"
+    );
+    assert!(out.output.contains("started"), "{out:?}");
+    assert!(t.elapsed().as_secs_f64() < 4.0, "took {:?}", t.elapsed());
+    assert!(stray_processes(&ex).await.is_empty());
+    finish(&d, ex, &id).await;
+}
+
+#[tokio::test]
+async fn agent_kill_all_does_not_kill_the_sandbox() {
+    let _s = serial();
+    let d = docker().await;
+    let c = cfg("killall");
+    let id = c.run_id.clone();
+    let ex = start(c).await;
+    // kill(-1) spares the caller; the idle process is root-owned, so it is
+    // spared too and the container lives on.
+    let out = run(&ex, "sleep 100 & kill -9 -1; echo rc=$?", 10.0).await;
+    assert_eq!(out.output, "rc=0\n", "{out:?}");
+    assert_eq!(
+        run(&ex, "echo still-here", 10.0).await.output,
+        "still-here\n"
+    );
     finish(&d, ex, &id).await;
 }
