@@ -8,3 +8,5 @@ mod common;
 mod confine;
 mod lifecycle;
 mod limits;
+mod measure;
+mod pull;
