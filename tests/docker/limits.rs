@@ -55,10 +55,13 @@ async fn fork_bomb_is_contained_and_next_command_works() {
     let _s = serial();
     let d = docker().await;
     let mut c = cfg("forkbomb");
-    c.pids_limit = 64;
+    c.pids_limit = 32;
     let id = c.run_id.clone();
     let ex = start(c).await;
     let out = run(&ex, "b(){ b|b& }; b; sleep 5", 4.0).await;
+    eprintln!("fork bomb: {} ms, {} bytes, saturated: {}", out.duration_ms, out.bytes_seen, out.output.contains("retry") || out.output.contains("unavailable"));
+    let probe = run(&ex, "cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null", 10.0).await;
+    assert_eq!(probe.output.trim(), "32", "pids limit restored after the kill");
     assert!(out.timed_out || out.exit_code.is_some(), "{out:?}");
     let next = run(&ex, "echo alive", 20.0).await;
     assert_eq!(next.output, "alive\n", "{next:?}");

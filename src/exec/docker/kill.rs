@@ -132,8 +132,58 @@ pub async fn find_idle_pid(docker: &Docker, id: &str) -> Result<Option<u32>, Exe
     Ok(if pids.len() == 1 { Some(pids[0]) } else { None })
 }
 
-/// Kills every process the command started (see the module comment).
+/// Extra pids lent to the container when a fork bomb has used them all
+/// and our control exec cannot start.
+const PIDS_HEADROOM: i64 = 32;
+/// How many times the kill is tried before giving up.
+const KILL_ATTEMPTS: usize = 4;
+
+/// Kills every process the command started (see the module comment). A
+/// fork bomb at the pids limit leaves no pid for the control exec, so on
+/// failure the limit is raised briefly, the kill retried, and the limit
+/// restored.
 pub async fn kill_command_processes(
+    docker: &Docker,
+    id: &str,
+    user: &str,
+    idle_pid: Option<u32>,
+    pids_limit: i64,
+) -> Result<(), ExecError> {
+    let mut last = None;
+    for attempt in 0..KILL_ATTEMPTS {
+        if attempt > 0 {
+            set_pids_limit(docker, id, pids_limit + PIDS_HEADROOM * attempt as i64).await?;
+        }
+        let r = kill_once(docker, id, user, idle_pid).await;
+        if attempt > 0 {
+            set_pids_limit(docker, id, pids_limit).await?;
+        }
+        match r {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                tracing::debug!(container = short(id), attempt, "kill failed: {e}");
+                last = Some(e);
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| ExecError::Spawn("kill never ran".into())))
+}
+
+async fn set_pids_limit(docker: &Docker, id: &str, limit: i64) -> Result<(), ExecError> {
+    let body = bollard::models::ContainerUpdateBody {
+        pids_limit: Some(limit),
+        ..Default::default()
+    };
+    call(
+        "update pids limit",
+        short(id),
+        QUICK_TIMEOUT,
+        docker.update_container(id, body),
+    )
+    .await
+}
+
+async fn kill_once(
     docker: &Docker,
     id: &str,
     user: &str,

@@ -57,6 +57,7 @@ pub struct DockerExecutor {
     shell: &'static str,
     idle_pid: Option<u32>,
     memory_bytes: i64,
+    pids_limit: i64,
     loosenings: Vec<String>,
     workspace: Option<Workspace>,
     /// OOM kills already accounted for; the lock also keeps commands
@@ -139,6 +140,7 @@ impl DockerExecutor {
             shell: "sh",
             idle_pid: None,
             memory_bytes: cfg.memory_bytes,
+            pids_limit: cfg.pids_limit,
             loosenings: cfg.loosenings(),
             workspace,
             oom_seen: tokio::sync::Mutex::new(None),
@@ -290,6 +292,7 @@ impl Executor for DockerExecutor {
             shell: self.shell,
             idle_pid: self.idle_pid,
             memory_bytes: self.memory_bytes,
+            pids_limit: self.pids_limit,
         };
         run::run(&target, &req, &mut oom_seen).await
     }

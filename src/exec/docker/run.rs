@@ -31,6 +31,7 @@ pub struct Target<'a> {
     pub shell: &'a str,
     pub idle_pid: Option<u32>,
     pub memory_bytes: i64,
+    pub pids_limit: i64,
 }
 
 /// Why the wait for a command ended.
@@ -149,7 +150,7 @@ pub async fn run(
     let mut exit = match end {
         End::Exited(code) => code,
         End::TimedOut | End::Cancelled => {
-            if let Err(e) = kill_command_processes(t.docker, t.id, t.user, t.idle_pid).await {
+            if let Err(e) = kill_command_processes(t.docker, t.id, t.user, t.idle_pid, t.pids_limit).await {
                 return Err(died_or(t, e).await);
             }
             wait_exit(t.docker, &exec.id, t.id, EXIT_WAIT_LIMIT)
