@@ -11,13 +11,9 @@ if [ "${FORCE:-0}" != "1" ] && docker image inspect "$IMAGE" >/dev/null 2>&1; th
     exit 0
 fi
 
-need_apt=""
 command -v dpkg-deb >/dev/null || { echo "error: needs a Debian-like host (dpkg-deb)" >&2; exit 2; }
 # apt-get download needs the package lists; update once if they are empty.
-if ! apt-cache show busybox-static >/dev/null 2>&1 || ! apt-cache show bash-static >/dev/null 2>&1; then
-    need_apt=1
-fi
-if [ -n "$need_apt" ]; then
+if ! apt-cache show busybox-static bash-static >/dev/null 2>&1; then
     apt-get update -qq
 fi
 
@@ -26,7 +22,7 @@ trap 'rm -rf "$work"' EXIT
 root="$work/rootfs"
 mkdir -p "$root"
 
-
+# Fetched as root into our own temp dir (apt's _apt user cannot write it).
 (cd "$work" && apt-get download -qq -o APT::Sandbox::User=root busybox-static bash-static)
 for deb in "$work"/*.deb; do
     dpkg-deb -x "$deb" "$root"

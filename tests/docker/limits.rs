@@ -59,9 +59,23 @@ async fn fork_bomb_is_contained_and_next_command_works() {
     let id = c.run_id.clone();
     let ex = start(c).await;
     let out = run(&ex, "b(){ b|b& }; b; sleep 5", 4.0).await;
-    eprintln!("fork bomb: {} ms, {} bytes, saturated: {}", out.duration_ms, out.bytes_seen, out.output.contains("retry") || out.output.contains("unavailable"));
-    let probe = run(&ex, "cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null", 10.0).await;
-    assert_eq!(probe.output.trim(), "32", "pids limit restored after the kill");
+    eprintln!(
+        "fork bomb: {} ms, {} bytes, saturated: {}",
+        out.duration_ms,
+        out.bytes_seen,
+        out.output.contains("retry") || out.output.contains("unavailable")
+    );
+    let probe = run(
+        &ex,
+        "cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null",
+        10.0,
+    )
+    .await;
+    assert_eq!(
+        probe.output.trim(),
+        "32",
+        "pids limit restored after the kill"
+    );
     assert!(out.timed_out || out.exit_code.is_some(), "{out:?}");
     let next = run(&ex, "echo alive", 20.0).await;
     assert_eq!(next.output, "alive\n", "{next:?}");
@@ -209,5 +223,20 @@ async fn agent_kill_all_does_not_kill_the_sandbox() {
         run(&ex, "echo still-here", 10.0).await.output,
         "still-here\n"
     );
+    finish(&d, ex, &id).await;
+}
+
+#[tokio::test]
+async fn endless_output_still_times_out() {
+    let _s = serial();
+    let d = docker().await;
+    let c = cfg("yes");
+    let id = c.run_id.clone();
+    let ex = start(c).await;
+    let t = Instant::now();
+    let out = run(&ex, "yes spam", 2.0).await;
+    assert!(out.timed_out && out.bytes_seen > 0, "{:?}", out.bytes_seen);
+    assert!(t.elapsed().as_secs_f64() < 5.0, "took {:?}", t.elapsed());
+    assert!(stray_processes(&ex).await.is_empty());
     finish(&d, ex, &id).await;
 }

@@ -150,13 +150,23 @@ pub async fn run(
     let mut exit = match end {
         End::Exited(code) => code,
         End::TimedOut | End::Cancelled => {
-            if let Err(e) = kill_command_processes(t.docker, t.id, t.user, t.idle_pid, t.pids_limit).await {
+            // Keep reading while killing: the engine handles a container's
+            // exec exits in order and waits for each exec's output to be
+            // consumed, so an unread stream would stall the control exec.
+            let stop = async {
+                kill_command_processes(t.docker, t.id, t.user, t.idle_pid, t.pids_limit).await?;
+                wait_exit(t.docker, &exec.id, t.id, EXIT_WAIT_LIMIT).await
+            };
+            tokio::pin!(stop);
+            let stopped = loop {
+                tokio::select! {
+                    r = &mut stop => break r,
+                    _ = &mut reader, if !eof => eof = true,
+                }
+            };
+            if let Err(e) = stopped {
                 return Err(died_or(t, e).await);
             }
-            wait_exit(t.docker, &exec.id, t.id, EXIT_WAIT_LIMIT)
-                .await
-                .ok()
-                .flatten();
             None
         }
     };
