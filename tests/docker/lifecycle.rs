@@ -265,3 +265,61 @@ async fn copy_mode_over_tcp_round_trips_the_workspace() {
     drop(_h);
     assert!(containers_of(&d, &id).await.is_empty());
 }
+
+/// Child half of the SIGKILL test: starts a sandbox, reports it, hangs.
+#[tokio::test]
+#[ignore = "helper run as a child process by sigkilled_runner_leaves_nothing_gc_misses"]
+async fn helper_start_and_hang() {
+    if std::env::var("RUNNER_TEST_HELPER").is_err() {
+        return;
+    }
+    let mut c = cfg("sigkill");
+    c.run_id = std::env::var("RUNNER_TEST_HELPER").unwrap();
+    let ex = start(c).await;
+    println!("STARTED {}", ex.container_id());
+    use std::io::Write;
+    std::io::stdout().flush().unwrap();
+    tokio::time::sleep(Duration::from_secs(120)).await;
+}
+
+#[tokio::test]
+async fn sigkilled_runner_leaves_nothing_gc_misses() {
+    use std::io::BufRead;
+    let _s = serial();
+    let d = docker().await;
+    let id = run_id("sigkill");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "lifecycle::helper_start_and_hang",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("RUNNER_TEST_HELPER", &id)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let line = std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("STARTED "));
+    assert!(line.is_some(), "helper did not start a sandbox");
+    assert_eq!(containers_of(&d, &id).await.len(), 1);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        containers_of(&d, &id).await.len(),
+        1,
+        "SIGKILL leaves the container (no cleanup can run)"
+    );
+    let report = gc(&d).await.unwrap();
+    assert!(
+        containers_of(&d, &id).await.is_empty(),
+        "gc left it: {report:?}"
+    );
+}
