@@ -1,1 +1,0 @@
-//! The docker executor: one hardened container per run, through bollard.

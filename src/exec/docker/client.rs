@@ -1,0 +1,98 @@
+//! Connecting to the engine, and the outer deadline every Docker call gets.
+//!
+//! bollard's own timeout bounds only the response head; an exec stream or a
+//! hung daemon can outlive it, so every call here is wrapped in
+//! `tokio::time::timeout` and mapped to an `ExecError` naming the operation.
+
+use std::future::Future;
+use std::time::Duration;
+
+use bollard::Docker;
+
+use crate::exec::ExecError;
+
+/// How long connecting and version negotiation may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Outer deadline of one ordinary API call (inspect, create, remove...).
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Outer deadline of a quick control call (exec create/start/inspect).
+pub const QUICK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// DOCKER_HOST as set in the runner's environment, if any.
+pub fn docker_host() -> Option<String> {
+    std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty())
+}
+
+/// Connects using DOCKER_HOST (unix:// or tcp://) or the local socket, and
+/// negotiates the API version; fails within `CONNECT_TIMEOUT`.
+pub async fn connect() -> Result<Docker, ExecError> {
+    let host = docker_host();
+    let shown = host
+        .clone()
+        .unwrap_or_else(|| "unix:///var/run/docker.sock".into());
+    let docker = match &host {
+        Some(h) => Docker::connect_with_host(h),
+        None => Docker::connect_with_local_defaults(),
+    }
+    .map_err(|e| ExecError::DockerUnavailable {
+        detail: format!("{shown}: {e}"),
+    })?;
+    match tokio::time::timeout(CONNECT_TIMEOUT, docker.negotiate_version()).await {
+        Ok(Ok(d)) => Ok(d),
+        Ok(Err(e)) => Err(ExecError::DockerUnavailable {
+            detail: format!("{shown}: {e}; is the Docker daemon running?"),
+        }),
+        Err(_) => Err(ExecError::DockerUnavailable {
+            detail: format!(
+                "{shown} did not answer within {}s",
+                CONNECT_TIMEOUT.as_secs()
+            ),
+        }),
+    }
+}
+
+/// Runs one Docker call under an outer deadline; `what` adds context such
+/// as the container id to the error.
+pub async fn call<T, F>(
+    op: &'static str,
+    what: &str,
+    limit: Duration,
+    fut: F,
+) -> Result<T, ExecError>
+where
+    F: Future<Output = Result<T, bollard::errors::Error>>,
+{
+    match tokio::time::timeout(limit, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(docker_err(op, what, &e)),
+        Err(_) => Err(ExecError::DockerTimeout {
+            op,
+            secs: limit.as_secs(),
+        }),
+    }
+}
+
+/// Maps a bollard error to `ExecError::Docker` with context.
+pub fn docker_err(op: &'static str, what: &str, e: &bollard::errors::Error) -> ExecError {
+    ExecError::Docker {
+        op,
+        detail: if what.is_empty() {
+            e.to_string()
+        } else {
+            format!("{what}: {e}")
+        },
+    }
+}
+
+/// The HTTP status of a Docker server error, if that is what `e` is.
+pub fn status_of(e: &bollard::errors::Error) -> Option<u16> {
+    match e {
+        bollard::errors::Error::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}
+
+/// Shortens a container id for messages.
+pub fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}

@@ -1,0 +1,338 @@
+//! Copy mode: the workspace travels as a tar (for engines on other hosts).
+//! Upload at start into a runner-labelled volume; download at shutdown and
+//! extract safely: only plain relative paths, never through or onto a link,
+//! links recreated as links and never followed, no devices or hard links.
+
+use std::fs;
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use bollard::Docker;
+use bollard::models::VolumeCreateRequest;
+use bollard::query_parameters::{
+    DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+};
+use futures::StreamExt;
+
+use super::client::{CALL_TIMEOUT, call, docker_err, short};
+use super::config::{CONTAINER_WORKDIR, DockerConfig};
+use super::container::labels;
+use crate::exec::ExecError;
+
+/// Largest workspace accepted back from the sandbox.
+const MAX_COLLECT_BYTES: u64 = 8 << 30;
+
+/// Creates the labelled volume that holds /workspace in copy mode.
+pub async fn create_volume(
+    docker: &Docker,
+    cfg: &DockerConfig,
+    name: &str,
+) -> Result<(), ExecError> {
+    let req = VolumeCreateRequest {
+        name: Some(name.to_string()),
+        labels: Some(labels(cfg)),
+        ..Default::default()
+    };
+    call(
+        "create volume",
+        name,
+        CALL_TIMEOUT,
+        docker.create_volume(req),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Tars the host workspace (entries owned by `uid:gid`) and uploads it.
+pub async fn upload(
+    docker: &Docker,
+    id: &str,
+    host: &Path,
+    uid: u32,
+    gid: u32,
+) -> Result<(), ExecError> {
+    let mut builder = tar::Builder::new(Vec::new());
+    add_dir(&mut builder, host, Path::new(""), uid, gid)?;
+    let data = builder.into_inner()?;
+    let opts = UploadToContainerOptionsBuilder::new()
+        .path(CONTAINER_WORKDIR)
+        .build();
+    call(
+        "upload workspace",
+        short(id),
+        CALL_TIMEOUT,
+        docker.upload_to_container(id, Some(opts), bollard::body_full(data.into())),
+    )
+    .await
+}
+
+fn add_dir(
+    b: &mut tar::Builder<Vec<u8>>,
+    base: &Path,
+    rel: &Path,
+    uid: u32,
+    gid: u32,
+) -> Result<(), ExecError> {
+    for entry in fs::read_dir(base.join(rel))? {
+        let entry = entry?;
+        let rel_path = rel.join(entry.file_name());
+        let full = base.join(&rel_path);
+        let meta = fs::symlink_metadata(&full)?;
+        let mut h = tar::Header::new_gnu();
+        h.set_uid(uid.into());
+        h.set_gid(gid.into());
+        h.set_mtime(meta.mtime().max(0) as u64);
+        h.set_mode(meta.mode() & 0o777);
+        let ft = meta.file_type();
+        if ft.is_symlink() {
+            h.set_entry_type(tar::EntryType::Symlink);
+            h.set_size(0);
+            b.append_link(&mut h, &rel_path, fs::read_link(&full)?)?;
+        } else if ft.is_dir() {
+            h.set_entry_type(tar::EntryType::Directory);
+            h.set_size(0);
+            b.append_data(&mut h, &rel_path, std::io::empty())?;
+            add_dir(b, base, &rel_path, uid, gid)?;
+        } else if ft.is_file() {
+            h.set_entry_type(tar::EntryType::Regular);
+            h.set_size(meta.len());
+            b.append_data(&mut h, &rel_path, fs::File::open(&full)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// Downloads /workspace and replaces the host directory's content with it.
+/// Extraction goes to a staging directory first, so a failed download
+/// leaves the host workspace as it was.
+pub async fn download(docker: &Docker, id: &str, host: &Path) -> Result<CollectReport, ExecError> {
+    let opts = DownloadFromContainerOptionsBuilder::new()
+        .path(CONTAINER_WORKDIR)
+        .build();
+    let mut stream = docker.download_from_container(id, Some(opts));
+    let mut file = tempfile::tempfile()?;
+    let mut total = 0u64;
+    loop {
+        let next = tokio::time::timeout(CALL_TIMEOUT, stream.next()).await;
+        let chunk = match next {
+            Err(_) => {
+                return Err(ExecError::DockerTimeout {
+                    op: "download workspace",
+                    secs: CALL_TIMEOUT.as_secs(),
+                });
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => return Err(docker_err("download workspace", short(id), &e)),
+            Ok(Some(Ok(c))) => c,
+        };
+        total += chunk.len() as u64;
+        if total > MAX_COLLECT_BYTES {
+            return Err(ExecError::Refused(format!(
+                "workspace of container {} is larger than {} bytes",
+                short(id),
+                MAX_COLLECT_BYTES
+            )));
+        }
+        file.write_all(&chunk)?;
+    }
+    file.rewind()?;
+    let host = host.to_path_buf();
+    tokio::task::spawn_blocking(move || replace_from_tar(file, &host))
+        .await
+        .map_err(|e| ExecError::Spawn(format!("collect task failed: {e}")))?
+}
+
+/// What extraction left out.
+#[derive(Debug, Default, PartialEq)]
+pub struct CollectReport {
+    /// Entries refused (escaping paths, devices, hard links...).
+    pub skipped: Vec<String>,
+}
+
+fn replace_from_tar(tar_file: impl Read, host: &Path) -> Result<CollectReport, ExecError> {
+    let parent = host.parent().unwrap_or(Path::new("/"));
+    let stage = tempfile::Builder::new()
+        .prefix(".runner-collect-")
+        .tempdir_in(parent)?;
+    let report = extract(tar_file, stage.path())?;
+    for entry in fs::read_dir(host)? {
+        let p = entry?.path();
+        if fs::symlink_metadata(&p)?.is_dir() {
+            // remove_dir_all does not follow links inside the tree.
+            fs::remove_dir_all(&p)?;
+        } else {
+            fs::remove_file(&p)?;
+        }
+    }
+    for entry in fs::read_dir(stage.path())? {
+        let entry = entry?;
+        fs::rename(entry.path(), host.join(entry.file_name()))?;
+    }
+    Ok(report)
+}
+
+/// Extracts a Docker archive of `/workspace` (entries `workspace/...`)
+/// into the empty directory `dest`.
+pub fn extract(tar_file: impl Read, dest: &Path) -> Result<CollectReport, ExecError> {
+    let mut report = CollectReport::default();
+    let mut archive = tar::Archive::new(tar_file);
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        let raw = entry.path()?.into_owned();
+        let Some(rel) = relative_inside(&raw) else {
+            report.skipped.push(raw.display().to_string());
+            continue;
+        };
+        if rel.as_os_str().is_empty() {
+            continue; // the workspace directory itself
+        }
+        let Some(target) = prepare_parents(dest, &rel)? else {
+            report.skipped.push(raw.display().to_string());
+            continue;
+        };
+        let mode = entry.header().mode().unwrap_or(0o644) & 0o777;
+        let kind = entry.header().entry_type();
+        // Whatever is there already (only possible with duplicate entries)
+        // is replaced, never written through.
+        if let Ok(m) = fs::symlink_metadata(&target) {
+            if m.is_dir() && kind.is_dir() {
+                continue;
+            }
+            if m.is_dir() {
+                fs::remove_dir_all(&target)?;
+            } else {
+                fs::remove_file(&target)?;
+            }
+        }
+        match kind {
+            k if k.is_dir() => {
+                fs::create_dir(&target)?;
+                fs::set_permissions(&target, fs::Permissions::from_mode(mode | 0o700))?;
+            }
+            k if k.is_file() => {
+                let mut f = fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .mode(mode)
+                    .open(&target)?;
+                std::io::copy(&mut entry, &mut f)?;
+            }
+            k if k.is_symlink() => match entry.link_name()? {
+                Some(to) => std::os::unix::fs::symlink(to, &target)?,
+                None => report.skipped.push(raw.display().to_string()),
+            },
+            _ => report.skipped.push(raw.display().to_string()),
+        }
+    }
+    Ok(report)
+}
+
+/// Strips the leading `workspace` component; `None` for anything that is
+/// not a plain relative path below it.
+fn relative_inside(raw: &Path) -> Option<PathBuf> {
+    let mut comps = raw.components();
+    match comps.next()? {
+        Component::Normal(first) if first == "workspace" => {}
+        _ => return None,
+    }
+    let mut out = PathBuf::new();
+    for c in comps {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Makes sure every parent of `rel` under `dest` is a real directory (not a
+/// link), creating missing ones; `None` if a parent is something else.
+fn prepare_parents(dest: &Path, rel: &Path) -> Result<Option<PathBuf>, ExecError> {
+    let mut cur = dest.to_path_buf();
+    let parts: Vec<_> = rel.components().collect();
+    for c in &parts[..parts.len().saturating_sub(1)] {
+        cur.push(c);
+        match fs::symlink_metadata(&cur) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => fs::create_dir(&cur)?,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Some(dest.join(rel)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tar_with(entries: &[(&str, tar::EntryType, &str)]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (path, kind, data) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(*kind);
+            h.set_mode(0o755);
+            if kind.is_symlink() || *kind == tar::EntryType::Link {
+                h.set_size(0);
+                h.set_link_name(data).unwrap();
+                // Raw name write: tar's own checks would refuse some paths.
+                h.as_old_mut().name[..path.len()].copy_from_slice(path.as_bytes());
+                h.set_cksum();
+                b.append(&h, std::io::empty()).unwrap();
+            } else {
+                h.set_size(data.len() as u64);
+                h.as_old_mut().name[..path.len()].copy_from_slice(path.as_bytes());
+                h.set_cksum();
+                b.append(&h, data.as_bytes()).unwrap();
+            }
+        }
+        b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn extraction_never_escapes_or_follows_links() {
+        let outside = tempfile::tempdir().unwrap();
+        let canary = outside.path().join("canary");
+        fs::write(&canary, "host").unwrap();
+        let dest = tempfile::tempdir().unwrap();
+        let canary_s = canary.to_str().unwrap();
+        let out_s = outside.path().to_str().unwrap();
+        let data = tar_with(&[
+            ("workspace/", tar::EntryType::Directory, ""),
+            ("workspace/ok.txt", tar::EntryType::Regular, "fine"),
+            ("workspace/l", tar::EntryType::Symlink, canary_s),
+            ("workspace/l", tar::EntryType::Regular, "overwrite?"),
+            ("workspace/d", tar::EntryType::Symlink, out_s),
+            (
+                "workspace/d/canary",
+                tar::EntryType::Regular,
+                "through link",
+            ),
+            ("workspace/../escape", tar::EntryType::Regular, "x"),
+            ("/abs", tar::EntryType::Regular, "x"),
+            ("workspace/hl", tar::EntryType::Link, canary_s),
+        ]);
+        let rep = extract(&data[..], dest.path()).unwrap();
+        assert_eq!(fs::read_to_string(&canary).unwrap(), "host");
+        assert_eq!(
+            fs::read_to_string(dest.path().join("ok.txt")).unwrap(),
+            "fine"
+        );
+        // The duplicate regular entry replaced the link, not its target.
+        assert!(
+            !fs::symlink_metadata(dest.path().join("l"))
+                .unwrap()
+                .is_symlink()
+        );
+        assert!(
+            fs::symlink_metadata(dest.path().join("d"))
+                .unwrap()
+                .is_symlink()
+        );
+        assert_eq!(rep.skipped.len(), 4, "{rep:?}");
+        assert!(!outside.path().join("escape").exists());
+    }
+}

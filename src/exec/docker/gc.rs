@@ -1,0 +1,153 @@
+//! Garbage collection of runner-labelled containers and volumes whose
+//! owner died (on this host) or whose expiry passed, so a runner killed
+//! with SIGKILL leaves nothing behind for long.
+
+use std::collections::HashMap;
+
+use bollard::Docker;
+use bollard::query_parameters::{
+    ListContainersOptionsBuilder, ListVolumesOptionsBuilder, RemoveVolumeOptionsBuilder,
+};
+
+use super::client::{CALL_TIMEOUT, call, short};
+use super::container::{
+    LABEL_EXPIRES, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START,
+    MANAGED_VALUE, host_name, now_secs, process_start, remove,
+};
+use crate::exec::ExecError;
+
+/// What a gc pass removed, and what it could not.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct GcReport {
+    /// Ids of removed containers.
+    pub containers_removed: Vec<String>,
+    /// Names of removed volumes.
+    pub volumes_removed: Vec<String>,
+    /// One line per object that should have gone but did not.
+    pub errors: Vec<String>,
+}
+
+/// Whether an object with these labels is abandoned: its owner process on
+/// this host is gone (or its pid now belongs to another process), or its
+/// expiry has passed. Objects of live owners elsewhere wait for expiry.
+pub fn is_abandoned(labels: &HashMap<String, String>, now: u64, this_host: &str) -> bool {
+    let expired = labels
+        .get(LABEL_EXPIRES)
+        .and_then(|e| e.parse::<u64>().ok())
+        .is_some_and(|e| e <= now);
+    if expired {
+        return true;
+    }
+    if labels.get(LABEL_OWNER_HOST).map(String::as_str) != Some(this_host) {
+        return false;
+    }
+    let Some(pid) = labels
+        .get(LABEL_OWNER_PID)
+        .and_then(|p| p.parse::<u32>().ok())
+    else {
+        return false;
+    };
+    match process_start(pid) {
+        None => true,
+        Some(start) => labels
+            .get(LABEL_OWNER_START)
+            .is_some_and(|s| !s.is_empty() && *s != start),
+    }
+}
+
+/// Removes abandoned runner containers, then abandoned runner volumes.
+pub async fn gc(docker: &Docker) -> Result<GcReport, ExecError> {
+    let mut report = GcReport::default();
+    let now = now_secs();
+    let host = host_name();
+    let filter = HashMap::from([(
+        "label".to_string(),
+        vec![format!("{LABEL_MANAGED}={MANAGED_VALUE}")],
+    )]);
+    let opts = ListContainersOptionsBuilder::new()
+        .all(true)
+        .filters(&filter)
+        .build();
+    let containers = call(
+        "list containers",
+        "",
+        CALL_TIMEOUT,
+        docker.list_containers(Some(opts)),
+    )
+    .await?;
+    for c in containers {
+        let (Some(id), Some(labels)) = (c.id, c.labels) else {
+            continue;
+        };
+        if !is_abandoned(&labels, now, &host) {
+            continue;
+        }
+        match remove(docker, &id).await {
+            Ok(()) => report.containers_removed.push(id),
+            Err(e) => report.errors.push(format!("container {}: {e}", short(&id))),
+        }
+    }
+    let opts = ListVolumesOptionsBuilder::new().filters(&filter).build();
+    let volumes = call(
+        "list volumes",
+        "",
+        CALL_TIMEOUT,
+        docker.list_volumes(Some(opts)),
+    )
+    .await?;
+    for v in volumes.volumes.unwrap_or_default() {
+        if !is_abandoned(&v.labels, now, &host) {
+            continue;
+        }
+        let opts = RemoveVolumeOptionsBuilder::new().force(true).build();
+        match call(
+            "remove volume",
+            &v.name,
+            CALL_TIMEOUT,
+            docker.remove_volume(&v.name, Some(opts)),
+        )
+        .await
+        {
+            Ok(()) => report.volumes_removed.push(v.name),
+            Err(e) => report.errors.push(format!("volume {}: {e}", v.name)),
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, String)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn abandonment_rules() {
+        let me = std::process::id();
+        let start = process_start(me).unwrap();
+        let host = "h";
+        let live = labels(&[
+            (LABEL_OWNER_HOST, host.into()),
+            (LABEL_OWNER_PID, me.to_string()),
+            (LABEL_OWNER_START, start.clone()),
+            (LABEL_EXPIRES, "2000".into()),
+        ]);
+        assert!(!is_abandoned(&live, 1000, host));
+        assert!(is_abandoned(&live, 2000, host), "expired");
+        let mut reused = live.clone();
+        reused.insert(LABEL_OWNER_START.into(), "1".into());
+        assert!(is_abandoned(&reused, 1000, host), "pid reused");
+        assert!(
+            !is_abandoned(&reused, 1000, "other-host"),
+            "not ours to judge"
+        );
+        let mut dead = live.clone();
+        dead.insert(LABEL_OWNER_PID.into(), "4194303".into());
+        assert!(is_abandoned(&dead, 1000, host));
+    }
+}

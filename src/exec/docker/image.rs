@@ -1,0 +1,150 @@
+//! Making sure the image is there: use the local one, else pull it with
+//! progress on stderr; failure names the image and how to build one.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::query_parameters::CreateImageOptionsBuilder;
+use futures::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::client::{CALL_TIMEOUT, call, status_of};
+use crate::exec::ExecError;
+
+/// Longest a pull may go without any progress message.
+const PULL_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What to tell the user when an image cannot be had.
+const BUILD_HINT: &str = "hint: build the sandbox image locally with `make sandbox-image` \
+    (or load one with `docker import` / `docker load`)";
+
+/// Uses the image if present locally, else pulls it.
+pub async fn ensure_image(docker: &Docker, image: &str) -> Result<(), ExecError> {
+    match tokio::time::timeout(CALL_TIMEOUT, docker.inspect_image(image)).await {
+        Ok(Ok(_)) => return Ok(()),
+        Ok(Err(e)) if status_of(&e) == Some(404) => {}
+        Ok(Err(e)) => return Err(super::client::docker_err("inspect image", image, &e)),
+        Err(_) => {
+            return Err(ExecError::DockerTimeout {
+                op: "inspect image",
+                secs: CALL_TIMEOUT.as_secs(),
+            });
+        }
+    }
+    pull(docker, image)
+        .await
+        .map_err(|detail| ExecError::ImageUnavailable {
+            image: image.to_string(),
+            detail: format!("not present locally and the pull failed: {detail}; {BUILD_HINT}"),
+        })?;
+    // A pull that "succeeds" without producing the tag is still a failure.
+    call(
+        "inspect image",
+        image,
+        CALL_TIMEOUT,
+        docker.inspect_image(image),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| ExecError::ImageUnavailable {
+        image: image.to_string(),
+        detail: format!("{e}; {BUILD_HINT}"),
+    })
+}
+
+/// Splits `name[:tag][@digest]` into the name and the tag or digest
+/// (default `latest`), minding registry ports such as `host:5000/x`.
+pub fn split_reference(image: &str) -> (String, String) {
+    if let Some((name, digest)) = image.split_once('@') {
+        return (name.to_string(), digest.to_string());
+    }
+    let slash = image.rfind('/').map(|i| i + 1).unwrap_or(0);
+    match image[slash..].rfind(':') {
+        Some(i) => (
+            image[..slash + i].to_string(),
+            image[slash + i + 1..].to_string(),
+        ),
+        None => (image.to_string(), "latest".to_string()),
+    }
+}
+
+/// Pulls `image`, showing progress: a bar on a terminal, plain lines
+/// otherwise. Returns the failure as text.
+async fn pull(docker: &Docker, image: &str) -> Result<(), String> {
+    let (name, tag) = split_reference(image);
+    let opts = CreateImageOptionsBuilder::new()
+        .from_image(&name)
+        .tag(&tag)
+        .build();
+    let mut stream = docker.create_image(Some(opts), None, None);
+    let tty = std::io::stderr().is_terminal();
+    let bar = if tty {
+        let b = ProgressBar::new(0);
+        let style = ProgressStyle::with_template("pulling {msg} [{bar:30}] {bytes}/{total_bytes}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+        b.set_style(style);
+        b.set_message(image.to_string());
+        Some(b)
+    } else {
+        eprintln!("pulling {image}...");
+        None
+    };
+    // Per-layer progress, summed for the bar.
+    let mut layers: HashMap<String, (u64, u64)> = HashMap::new();
+    let mut last_status = String::new();
+    let result = loop {
+        let info = match tokio::time::timeout(PULL_IDLE_TIMEOUT, stream.next()).await {
+            Err(_) => break Err(format!("no progress for {}s", PULL_IDLE_TIMEOUT.as_secs())),
+            Ok(None) => break Ok(()),
+            Ok(Some(Err(e))) => break Err(e.to_string()),
+            Ok(Some(Ok(info))) => info,
+        };
+        if let Some(err) = info.error_detail.and_then(|d| d.message) {
+            break Err(err);
+        }
+        let status = info.status.unwrap_or_default();
+        if let (Some(id), Some(p)) = (info.id.clone(), info.progress_detail) {
+            let cur = p.current.unwrap_or(0).max(0) as u64;
+            let tot = p.total.unwrap_or(0).max(0) as u64;
+            if tot > 0 {
+                layers.insert(id, (cur, tot));
+            }
+        }
+        if let Some(b) = &bar {
+            b.set_length(layers.values().map(|l| l.1).sum());
+            b.set_position(layers.values().map(|l| l.0).sum());
+        } else if status != last_status {
+            // Lines only when the status changes, not per progress tick.
+            match &info.id {
+                Some(id) => eprintln!("pulling {image}: {id}: {status}"),
+                None => eprintln!("pulling {image}: {status}"),
+            }
+            last_status = status;
+        }
+    };
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn splits_references() {
+        use super::split_reference as s;
+        assert_eq!(s("a"), ("a".into(), "latest".into()));
+        assert_eq!(s("a:b"), ("a".into(), "b".into()));
+        assert_eq!(
+            s("127.0.0.1:5000/x/y"),
+            ("127.0.0.1:5000/x/y".into(), "latest".into())
+        );
+        assert_eq!(
+            s("127.0.0.1:5000/y:t"),
+            ("127.0.0.1:5000/y".into(), "t".into())
+        );
+        assert_eq!(s("y@sha256:ab"), ("y".into(), "sha256:ab".into()));
+    }
+}

@@ -1,0 +1,340 @@
+//! The docker executor: one hardened container per run, through bollard.
+//! Each command is an exec of `bash -c` (or `sh -c`) in /workspace; the
+//! container idles under Docker's init between commands.
+
+mod capped;
+mod client;
+mod config;
+mod container;
+mod copy;
+mod gc;
+mod image;
+mod kill;
+mod owner;
+mod run;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bollard::Docker;
+use bollard::query_parameters::RemoveVolumeOptionsBuilder;
+
+pub use client::connect;
+pub use config::{
+    CONTAINER_WORKDIR, DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_MEMORY_BYTES, DEFAULT_PIDS_LIMIT,
+    DEFAULT_USER, DockerConfig, Ulimits, WorkspaceMode,
+};
+pub use container::{LABEL_MANAGED, LABEL_OWNER_PID, LABEL_RUN_ID, MANAGED_VALUE};
+pub use gc::{GcReport, gc};
+
+use super::{ExecError, ExecOutput, ExecRequest, Executor};
+use client::{CALL_TIMEOUT, call, short};
+use config::{numeric_user, user_is_root};
+use container::WorkspaceMount;
+
+/// Longest the panic-path cleanup may block a dropping thread.
+const DROP_CLEANUP_LIMIT: Duration = Duration::from_secs(40);
+
+/// How the host workspace is tied to the container.
+#[derive(Debug, Clone)]
+enum Workspace {
+    /// Bind-mounted; `restore` is the owner to give the tree back at the end.
+    Bind {
+        host: PathBuf,
+        restore: Option<(u32, u32)>,
+    },
+    /// Copied through the labelled volume `volume`.
+    Copy { host: PathBuf, volume: String },
+}
+
+/// A run's sandbox: one container, commands executed in it one at a time.
+pub struct DockerExecutor {
+    docker: Docker,
+    id: String,
+    user: String,
+    shell: &'static str,
+    idle_pid: Option<u32>,
+    memory_bytes: i64,
+    pids_limit: i64,
+    loosenings: Vec<String>,
+    workspace: Option<Workspace>,
+    /// OOM kills already accounted for; the lock also keeps commands
+    /// sequential, which the kill protocol relies on.
+    oom_seen: tokio::sync::Mutex<Option<u64>>,
+    finishing: tokio::sync::Mutex<()>,
+    removed: AtomicBool,
+}
+
+impl DockerExecutor {
+    /// Validates `cfg`, sweeps abandoned containers, makes sure the image is
+    /// there, and creates and starts the run's container.
+    pub async fn start(cfg: DockerConfig) -> Result<DockerExecutor, ExecError> {
+        let host = client::docker_host();
+        cfg.validate(host.as_deref())?;
+        let docker = client::connect().await?;
+        match gc::gc(&docker).await {
+            Ok(r) if !r.containers_removed.is_empty() => {
+                tracing::info!(
+                    removed = r.containers_removed.len(),
+                    "gc removed abandoned containers"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("gc failed: {e}"),
+        }
+        image::ensure_image(&docker, &cfg.image).await?;
+
+        let copy = cfg.workspace.is_some() && cfg.copy_mode(host.as_deref());
+        let euid = nix::unistd::geteuid();
+        let mut user = cfg.user.clone();
+        if cfg.workspace.is_some() && !copy && !euid.is_root() && !user_is_root(&user) {
+            // Without root we cannot chown the workspace to the sandbox
+            // user, so the sandbox runs as us instead.
+            user = format!("{}:{}", euid.as_raw(), nix::unistd::getegid().as_raw());
+        }
+        let name = container::container_name(&cfg.run_id);
+        let workspace = match &cfg.workspace {
+            None => None,
+            Some(p) => {
+                let host_dir = p.canonicalize()?;
+                Some(if copy {
+                    let volume = format!("{name}-ws");
+                    copy::create_volume(&docker, &cfg, &volume).await?;
+                    Workspace::Copy {
+                        host: host_dir,
+                        volume,
+                    }
+                } else {
+                    let restore = give_to_sandbox(&host_dir, &user)?;
+                    Workspace::Bind {
+                        host: host_dir,
+                        restore,
+                    }
+                })
+            }
+        };
+        let src;
+        let mount = match &workspace {
+            None => WorkspaceMount::None,
+            Some(Workspace::Bind { host, .. }) => {
+                src = host.to_string_lossy().into_owned();
+                WorkspaceMount::Bind(&src)
+            }
+            Some(Workspace::Copy { volume, .. }) => WorkspaceMount::Volume(volume),
+        };
+        let body = container::spec(&cfg, &mount);
+        let created = container::create_and_start(&docker, &name, body).await;
+        let id = match created {
+            Ok(id) => id,
+            Err(e) => {
+                release_workspace(&docker, workspace.as_ref()).await;
+                return Err(e);
+            }
+        };
+        let mut exec = DockerExecutor {
+            docker,
+            id,
+            user,
+            shell: "sh",
+            idle_pid: None,
+            memory_bytes: cfg.memory_bytes,
+            pids_limit: cfg.pids_limit,
+            loosenings: cfg.loosenings(),
+            workspace,
+            oom_seen: tokio::sync::Mutex::new(None),
+            finishing: tokio::sync::Mutex::new(()),
+            removed: AtomicBool::new(false),
+        };
+        if let Err(e) = exec.init().await {
+            let _ = exec.finish(false).await;
+            return Err(e);
+        }
+        Ok(exec)
+    }
+
+    /// Finds the shell and the OOM baseline, learns the idle pid when it is
+    /// needed, and uploads the workspace in copy mode.
+    async fn init(&mut self) -> Result<(), ExecError> {
+        let script = "if command -v bash >/dev/null 2>&1; then echo shell=bash; else echo shell=sh; fi; \
+             cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null; exit 0";
+        let out = kill::control(&self.docker, &self.id, &self.user, script).await?;
+        if out.exit_code != Some(0) {
+            return Err(ExecError::Spawn(format!(
+                "the image has no working `sh` (probe exit {:?}); container {}",
+                out.exit_code,
+                short(&self.id)
+            )));
+        }
+        if out.stdout.lines().any(|l| l == "shell=bash") {
+            self.shell = "bash";
+        }
+        *self.oom_seen.get_mut() = kill::parse_oom_kill(&out.stdout);
+        if user_is_root(&self.user) {
+            self.idle_pid = kill::find_idle_pid(&self.docker, &self.id).await?;
+        }
+        if let Some(Workspace::Copy { host, .. }) = &self.workspace {
+            let (uid, gid) = numeric_user(&self.user).unwrap_or((0, 0));
+            copy::upload(&self.docker, &self.id, host, uid, gid).await?;
+        }
+        Ok(())
+    }
+
+    /// The container's id.
+    pub fn container_id(&self) -> &str {
+        &self.id
+    }
+
+    /// Every way this sandbox is weaker than the default, for the trajectory.
+    pub fn loosenings(&self) -> Vec<String> {
+        self.loosenings.clone()
+    }
+
+    /// The shell commands run under (`bash` or `sh`).
+    pub fn shell(&self) -> &'static str {
+        self.shell
+    }
+
+    /// Removes the container (after collecting the workspace in copy mode
+    /// when `collect`) and hands the workspace back. Idempotent.
+    async fn finish(&self, collect: bool) -> Result<(), ExecError> {
+        let _one_at_a_time = self.finishing.lock().await;
+        if self.removed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut first_err = None;
+        if collect && let Some(Workspace::Copy { host, .. }) = &self.workspace {
+            match copy::download(&self.docker, &self.id, host).await {
+                Ok(rep) if !rep.skipped.is_empty() => tracing::warn!(
+                    skipped = ?rep.skipped,
+                    "workspace entries not collected (links out, devices or unsafe paths)"
+                ),
+                Ok(_) => {}
+                Err(e) => first_err = Some(e),
+            }
+        }
+        // If removal fails, `removed` stays false so Drop tries again.
+        container::remove(&self.docker, &self.id).await?;
+        self.removed.store(true, Ordering::SeqCst);
+        release_workspace(&self.docker, self.workspace.as_ref()).await;
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// Bind mode as root: chown the tree to the sandbox user so it can write,
+/// returning the original owner to restore at the end.
+fn give_to_sandbox(host: &std::path::Path, user: &str) -> Result<Option<(u32, u32)>, ExecError> {
+    use std::os::unix::fs::MetadataExt;
+    if !nix::unistd::geteuid().is_root() || user_is_root(user) {
+        return Ok(None);
+    }
+    let Some((uid, gid)) = numeric_user(user) else {
+        return Ok(None);
+    };
+    let meta = std::fs::symlink_metadata(host)?;
+    owner::chown_tree(host, uid, gid)?;
+    Ok(Some((meta.uid(), meta.gid())))
+}
+
+/// Gives the bind-mounted tree back to its owner, or removes the copy-mode
+/// volume. Only called once the container is gone, so nothing races it.
+async fn release_workspace(docker: &Docker, ws: Option<&Workspace>) {
+    match ws {
+        Some(Workspace::Bind {
+            host,
+            restore: Some((uid, gid)),
+        }) => {
+            let (host, uid, gid) = (host.clone(), *uid, *gid);
+            let r = tokio::task::spawn_blocking(move || owner::chown_tree(&host, uid, gid)).await;
+            if !matches!(r, Ok(Ok(0))) {
+                tracing::warn!("could not give every workspace entry back to its owner: {r:?}");
+            }
+        }
+        Some(Workspace::Copy { volume, .. }) => {
+            let opts = RemoveVolumeOptionsBuilder::new().force(true).build();
+            let r = call(
+                "remove volume",
+                volume,
+                CALL_TIMEOUT,
+                docker.remove_volume(volume, Some(opts)),
+            )
+            .await;
+            if let Err(e) = r {
+                tracing::warn!("{e}");
+            }
+        }
+        _ => {}
+    }
+}
+
+#[async_trait]
+impl Executor for DockerExecutor {
+    fn kind(&self) -> &'static str {
+        "docker"
+    }
+
+    fn workdir(&self) -> String {
+        CONTAINER_WORKDIR.to_string()
+    }
+
+    async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError> {
+        if self.removed.load(Ordering::SeqCst) {
+            return Err(ExecError::SandboxDied {
+                detail: format!("container {} was already shut down", short(&self.id)),
+            });
+        }
+        let mut oom_seen = self.oom_seen.lock().await;
+        let target = run::Target {
+            docker: &self.docker,
+            id: &self.id,
+            user: &self.user,
+            shell: self.shell,
+            idle_pid: self.idle_pid,
+            memory_bytes: self.memory_bytes,
+            pids_limit: self.pids_limit,
+        };
+        run::run(&target, &req, &mut oom_seen).await
+    }
+
+    async fn shutdown(&self) -> Result<(), ExecError> {
+        self.finish(true).await
+    }
+}
+
+impl Drop for DockerExecutor {
+    /// Panic path: removes the container from a thread with its own
+    /// runtime, so it works even while the caller's runtime shuts down.
+    fn drop(&mut self) {
+        if self.removed.load(Ordering::SeqCst) {
+            return;
+        }
+        let id = self.id.clone();
+        let ws = self.workspace.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("runner-docker-cleanup".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                if let Ok(rt) = rt {
+                    rt.block_on(async {
+                        match client::connect().await {
+                            Ok(d) => {
+                                if let Err(e) = container::remove(&d, &id).await {
+                                    tracing::error!("leaving container {}: {e}", short(&id));
+                                }
+                                release_workspace(&d, ws.as_ref()).await;
+                            }
+                            Err(e) => tracing::error!("leaving container {}: {e}", short(&id)),
+                        }
+                    });
+                }
+                let _ = tx.send(());
+            });
+        if spawned.is_ok() {
+            let _ = rx.recv_timeout(DROP_CLEANUP_LIMIT);
+        }
+    }
+}

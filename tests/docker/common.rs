@@ -1,0 +1,118 @@
+//! Helpers shared by the docker executor tests. These tests need a running
+//! Docker engine and the `runner-sandbox:tiny` image; without them they
+//! FAIL (never skip) with a message saying what to do.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::query_parameters::ListContainersOptionsBuilder;
+use runner::exec::docker::{DockerConfig, DockerExecutor, LABEL_RUN_ID};
+use runner::exec::{ExecOutput, ExecRequest, Executor};
+use tokio_util::sync::CancellationToken;
+
+pub const TINY: &str = "runner-sandbox:tiny";
+
+/// Tests run one at a time: on 2 shared cores, a fork bomb next to a
+/// timing-sensitive test makes both flaky, and some tests set DOCKER_HOST.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Connects and checks the tiny image is there, failing loudly otherwise.
+pub async fn docker() -> Docker {
+    let d = runner::exec::docker::connect()
+        .await
+        .unwrap_or_else(|e| panic!("these tests need a running Docker engine: {e}"));
+    if d.inspect_image(TINY).await.is_err() {
+        panic!("image {TINY} is missing: run `make sandbox-image` (bash sandbox/build-tiny.sh)");
+    }
+    d
+}
+
+/// A unique run id for a test, so its containers can be found by label.
+pub fn run_id(test: &str) -> String {
+    format!("test-{test}-{}-{:x}", std::process::id(), fastrand::u32(..))
+}
+
+pub fn cfg(test: &str) -> DockerConfig {
+    DockerConfig {
+        image: TINY.into(),
+        run_id: run_id(test),
+        memory_bytes: 256 << 20,
+        pids_limit: 128,
+        ..Default::default()
+    }
+}
+
+pub async fn start(cfg: DockerConfig) -> DockerExecutor {
+    DockerExecutor::start(cfg)
+        .await
+        .unwrap_or_else(|e| panic!("starting the sandbox failed: {e}"))
+}
+
+pub fn req(command: &str, timeout_secs: f64) -> ExecRequest {
+    ExecRequest {
+        command: command.into(),
+        timeout: Duration::from_secs_f64(timeout_secs),
+        max_output_bytes: 16 << 10,
+        full_output_path: None,
+        cancel: CancellationToken::new(),
+    }
+}
+
+/// Runs a command and returns its output, failing the test on an executor error.
+pub async fn run(ex: &DockerExecutor, command: &str, timeout_secs: f64) -> ExecOutput {
+    ex.execute(req(command, timeout_secs))
+        .await
+        .unwrap_or_else(|e| panic!("command {command:?} failed in the executor: {e}"))
+}
+
+/// Ids of all containers (running or not) labelled with `run_id`.
+pub async fn containers_of(d: &Docker, run_id: &str) -> Vec<String> {
+    let filter = HashMap::from([(
+        "label".to_string(),
+        vec![format!("{LABEL_RUN_ID}={run_id}")],
+    )]);
+    let opts = ListContainersOptionsBuilder::new()
+        .all(true)
+        .filters(&filter)
+        .build();
+    d.list_containers(Some(opts))
+        .await
+        .expect("list containers")
+        .into_iter()
+        .filter_map(|c| c.id)
+        .collect()
+}
+
+/// Shuts down and asserts nothing of the run is left.
+pub async fn finish(d: &Docker, ex: DockerExecutor, run_id: &str) {
+    ex.shutdown().await.expect("shutdown");
+    ex.shutdown().await.expect("second shutdown is a no-op");
+    drop(ex);
+    assert!(
+        containers_of(d, run_id).await.is_empty(),
+        "containers left for {run_id}"
+    );
+}
+
+/// Processes in the container other than init, the idle sleep and the
+/// listing itself, as `pid user args` lines.
+pub async fn stray_processes(ex: &DockerExecutor) -> Vec<String> {
+    let out = run(ex, "ps -o pid,user,args", 10.0).await;
+    out.output
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let args = l.split_whitespace().skip(2).collect::<Vec<_>>().join(" ");
+            !(args.starts_with("/sbin/docker-init")
+                || args == "sleep 15000"
+                || args.contains("ps -o pid,user,args"))
+        })
+        .map(str::to_string)
+        .collect()
+}
