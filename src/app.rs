@@ -11,11 +11,15 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, AgentSettings, Conversation, Limits, RunEnd};
-use crate::cli::{ExecutorKind, Provider, RunArgs};
+use crate::cli::{ExecutorKind, Network, Provider, RunArgs, WorkspaceMode};
 use crate::config::{Config, ConfigError};
 use crate::event::{Event, Outcome};
+use crate::exec::docker::WorkspaceMode as DockerWorkspaceMode;
+use crate::exec::docker::{DockerConfig, DockerExecutor};
 use crate::exec::local::{LocalConfig, LocalExecutor};
 use crate::exec::{ExecError, Executor};
+use crate::model::anthropic::{AnthropicConfig, AnthropicModel};
+use crate::model::openai::{OpenAiConfig, OpenAiModel};
 use crate::model::scripted::ScriptedModel;
 use crate::model::{Message, Model, ModelError, Usage};
 use crate::render::{Human, json_line};
@@ -66,6 +70,9 @@ impl AppError {
                 "build the project's sandbox images with `make sandbox-image`, or pass --image".into()
             }
             AppError::NoTask => "pass the task as an argument, or `-` to read it from stdin".into(),
+            AppError::RunDir(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => {
+                "that run directory holds an earlier run; pass a new --run-dir".into()
+            }
             _ => return None,
         })
     }
@@ -136,16 +143,24 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
     spawn_signal_watch(cancel.clone());
 
     let started = Instant::now();
+    let mut public = config.public_json();
+    if config.executor == ExecutorKind::Docker {
+        let loosenings = docker_config(&config, &workspace, &run_id).loosenings();
+        for l in &loosenings {
+            human.say(&format!("warning: sandbox loosened: {l}"));
+        }
+        public["loosenings"] = serde_json::json!(loosenings);
+    }
     sink(&Event::RunStarted {
         run_id: run_id.clone(),
-        config: config.public_json(),
+        config: public,
     });
     if config.executor == ExecutorKind::Local {
         human.say("warning: --executor local runs commands on this host, not in a sandbox");
     }
 
     let mut convo = Conversation::default();
-    let end = match build_executor(&config, &workspace).await {
+    let end = match build_executor(&config, &workspace, &run_id).await {
         Ok(executor) => {
             let end = converse(
                 &config,
@@ -228,12 +243,16 @@ async fn converse(
         max_tokens: config.max_tokens,
         context_window_tokens: config.context_window_tokens,
     };
-    let price = config.price;
-    let model_name = config.model.clone();
-    let cost = move |u: &Usage| match price {
-        Some(p) => crate::model::pricing::cost_with(&p, u),
-        None => crate::model::pricing::cost_usd(&model_name, u),
-    };
+    let price = config
+        .price
+        .or_else(|| crate::model::pricing::lookup(&config.model));
+    if price.is_none() && config.provider != Provider::Scripted {
+        human.say(&format!(
+            "warning: no price known for model '{}': cost counts as $0; pass --price to set one",
+            config.model
+        ));
+    }
+    let cost = move |u: &Usage| price.map_or(0.0, |p| p.cost_usd(u));
     let agent = Agent {
         model,
         tools: &tools,
@@ -331,9 +350,16 @@ pub fn build_model(config: &Config) -> Result<Box<dyn Model>, ModelError> {
                 .ok_or_else(|| ModelError::Script("no --script given".into()))?;
             Ok(Box::new(ScriptedModel::from_file(path)?))
         }
-        Provider::Anthropic | Provider::Openai => Err(ModelError::Script(
-            "HTTP providers are wired in with the model clients".into(),
-        )),
+        Provider::Anthropic => {
+            let mut cfg = AnthropicConfig::new(config.model.clone(), config.api_key.clone());
+            cfg.base_url = config.base_url.clone();
+            Ok(Box::new(AnthropicModel::new(cfg)?))
+        }
+        Provider::Openai => {
+            let mut cfg = OpenAiConfig::new(config.model.clone(), config.api_key.clone());
+            cfg.base_url = config.base_url.clone();
+            Ok(Box::new(OpenAiModel::new(cfg)?))
+        }
     }
 }
 
@@ -341,14 +367,44 @@ pub fn build_model(config: &Config) -> Result<Box<dyn Model>, ModelError> {
 pub async fn build_executor(
     config: &Config,
     workspace: &Workspace,
+    run_id: &str,
 ) -> Result<Arc<dyn Executor>, ExecError> {
     match config.executor {
         ExecutorKind::Local => Ok(Arc::new(LocalExecutor::new(LocalConfig {
             workdir: workspace.path().to_path_buf(),
             env: config.command_env.clone(),
         }))),
-        ExecutorKind::Docker => Err(ExecError::DockerUnavailable {
-            detail: "the docker executor is wired in with the docker work".into(),
-        }),
+        ExecutorKind::Docker => Ok(Arc::new(
+            DockerExecutor::start(docker_config(config, workspace, run_id)).await?,
+        )),
+    }
+}
+
+/// Maps the validated configuration to the docker executor's.
+pub fn docker_config(config: &Config, workspace: &Workspace, run_id: &str) -> DockerConfig {
+    let s = &config.sandbox;
+    DockerConfig {
+        image: s.image.clone(),
+        network: match s.network {
+            Network::None => None,
+            Network::Bridge => Some("bridge".into()),
+        },
+        cpus: s.cpus,
+        memory_bytes: s.memory_bytes,
+        pids_limit: s.pids_limit,
+        user: s.user.clone(),
+        writable_rootfs: s.writable_rootfs,
+        workspace: Some(workspace.path().to_path_buf()),
+        workspace_mode: match s.workspace_mode {
+            WorkspaceMode::Auto => DockerWorkspaceMode::Auto,
+            WorkspaceMode::Bind => DockerWorkspaceMode::Bind,
+            WorkspaceMode::Copy => DockerWorkspaceMode::Copy,
+        },
+        env: config.command_env.clone(),
+        run_id: run_id.to_string(),
+        max_run_time: config
+            .max_time
+            .unwrap_or(DockerConfig::default().max_run_time),
+        ..DockerConfig::default()
     }
 }

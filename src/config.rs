@@ -7,6 +7,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::cli::{ExecutorKind, Network, Provider, RunArgs, WorkspaceMode};
+use crate::model::anthropic::DEFAULT_ANTHROPIC_BASE_URL;
+use crate::model::openai::DEFAULT_OPENAI_BASE_URL;
+use crate::model::pricing::{Price, PriceParseError};
 use crate::tools::policy::{Policy, PolicyError};
 
 pub const DEFAULT_IMAGE: &str = "runner-sandbox:bookworm";
@@ -22,8 +25,6 @@ pub const DEFAULT_PIDS_LIMIT: i64 = 256;
 pub const DEFAULT_USER: &str = "1000:1000";
 pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o";
-pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
-pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// Environment variables of the runner that commands may see.
 pub const ENV_ALLOWLIST: &[&str] = &["PATH", "HOME", "LANG", "TERM"];
 
@@ -49,10 +50,8 @@ pub enum ConfigError {
     MissingScript,
     #[error("{0}")]
     Policy(#[from] PolicyError),
-    #[error(
-        "--price '{0}' is not \"INPUT,OUTPUT[,CACHE_WRITE,CACHE_READ]\" in USD per million tokens"
-    )]
-    BadPrice(String),
+    #[error("--price: {0}")]
+    BadPrice(#[from] PriceParseError),
 }
 
 /// Container settings the docker executor needs.
@@ -84,8 +83,8 @@ pub struct Config {
     pub max_steps: u32,
     pub max_time: Option<Duration>,
     pub max_cost_usd: Option<f64>,
-    /// USD per million tokens: input, output, cache write, cache read.
-    pub price: Option<[f64; 4]>,
+    /// Price override; otherwise the table in `model::pricing`.
+    pub price: Option<Price>,
     pub max_tokens: u32,
     pub context_window_tokens: u64,
     pub output_limit_bytes: usize,
@@ -181,7 +180,7 @@ impl Config {
             max_steps: a.max_steps,
             max_time: a.max_time.map(Duration::from_secs),
             max_cost_usd: a.max_cost,
-            price: a.price.as_deref().map(parse_price).transpose()?,
+            price: a.price.as_deref().map(str::parse::<Price>).transpose()?,
             max_tokens: a.max_tokens,
             context_window_tokens: a.context_window,
             output_limit_bytes: a.output_limit,
@@ -278,23 +277,6 @@ pub fn parse_memory(s: &str) -> Result<i64, ConfigError> {
     Ok(bytes as i64)
 }
 
-fn parse_price(s: &str) -> Result<[f64; 4], ConfigError> {
-    let bad = || ConfigError::BadPrice(s.to_string());
-    let nums: Vec<f64> = s
-        .split(',')
-        .map(|p| p.trim().parse::<f64>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| bad())?;
-    if nums.iter().any(|n| !n.is_finite() || *n < 0.0) {
-        return Err(bad());
-    }
-    match nums.as_slice() {
-        [i, o] => Ok([*i, *o, i * 1.25, i * 0.1]),
-        [i, o, w, r] => Ok([*i, *o, *w, *r]),
-        _ => Err(bad()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,18 +301,5 @@ mod tests {
         );
         assert!(command_env(&["novalue".into()]).is_err());
         assert!(command_env(&["=1".into()]).is_err());
-    }
-
-    #[test]
-    fn prices() {
-        let p = parse_price("3,15").expect("two prices");
-        let want = [3.0, 15.0, 3.75, 0.3];
-        assert!(
-            p.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-9),
-            "{p:?}"
-        );
-        assert_eq!(parse_price("1,2,3,4").ok(), Some([1.0, 2.0, 3.0, 4.0]));
-        assert!(parse_price("1").is_err());
-        assert!(parse_price("a,b").is_err());
     }
 }

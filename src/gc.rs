@@ -1,7 +1,39 @@
-//! `runner gc`: removes what runs left behind.
+//! `runner gc`: removes containers and volumes left by runs whose runner
+//! is gone or whose expiry has passed.
 
-/// Runs the sweep and returns the exit code.
+use crate::exec::docker;
+
+/// Runs the sweep, prints what it removed, and returns the exit code.
 pub async fn run() -> i32 {
-    eprintln!("error: gc arrives with the docker executor");
-    2
+    let client = match docker::connect().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            eprintln!("hint: start the Docker daemon, or set DOCKER_HOST");
+            return 2;
+        }
+    };
+    match docker::gc(&client).await {
+        Ok(report) => {
+            for c in &report.containers_removed {
+                println!("removed container {c}");
+            }
+            for v in &report.volumes_removed {
+                println!("removed volume {v}");
+            }
+            for e in &report.errors {
+                eprintln!("warning: {e}");
+            }
+            eprintln!(
+                "gc: removed {} containers and {} volumes",
+                report.containers_removed.len(),
+                report.volumes_removed.len()
+            );
+            if report.errors.is_empty() { 0 } else { 2 }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    }
 }

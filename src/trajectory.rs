@@ -94,8 +94,10 @@ impl RunDir {
             source,
         };
         std::fs::create_dir_all(path.join("outputs")).map_err(err)?;
+        // create_new: an existing trajectory is another run's record and is
+        // never appended to or overwritten.
         let file = OpenOptions::new()
-            .create(true)
+            .create_new(true)
             .append(true)
             .open(path.join("trajectory.jsonl"))
             .map_err(err)?;

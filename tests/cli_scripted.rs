@@ -33,7 +33,15 @@ fn multi_step_loop_completes_and_writes_a_trajectory() {
     );
     let r = run(d
         .runner()
-        .args(["--provider", "scripted", "--script", &s, "--executor", "local", "--json"])
+        .args([
+            "--provider",
+            "scripted",
+            "--script",
+            &s,
+            "--executor",
+            "local",
+            "--json",
+        ])
         .arg("--workspace")
         .arg(&ws)
         .arg("write hello"));
@@ -44,15 +52,26 @@ fn multi_step_loop_completes_and_writes_a_trajectory() {
     assert_eq!(results.len(), 2);
     assert_eq!(results[1]["exit_code"], 3);
     assert_eq!(results[1]["timed_out"], false);
-    assert!(results[1]["output"].as_str().is_some_and(|o| o.contains("hello") && o.contains("err")));
-    assert_eq!(std::fs::read_to_string(ws.join("out.txt")).ok().as_deref(), Some("hello\n"));
+    assert!(
+        results[1]["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("hello") && o.contains("err"))
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out.txt")).ok().as_deref(),
+        Some("hello\n")
+    );
     // The trajectory on disk holds the same run, ending in run_finished.
     let traj = d.trajectory();
     assert_eq!(outcome(&traj), "completed");
     assert_eq!(of_type(&traj, "run_started").len(), 1);
     assert_eq!(of_type(&traj, "tool_result").len(), 2);
     // Human text goes to stderr, never stdout.
-    assert!(r.stderr().contains("$ echo hello > out.txt"), "{}", r.explain());
+    assert!(
+        r.stderr().contains("$ echo hello > out.txt"),
+        "{}",
+        r.explain()
+    );
 }
 
 #[test]
@@ -71,27 +90,57 @@ fn malformed_input_and_unknown_tool_become_error_results() {
             {"text": "done", "expect": "unknown tool 'python'"}
         ]),
     );
-    let r = run(d
-        .runner()
-        .args(["--provider", "scripted", "--script", &s, "--executor", "local", "--json", "go"]));
+    let r = run(d.runner().args([
+        "--provider",
+        "scripted",
+        "--script",
+        &s,
+        "--executor",
+        "local",
+        "--json",
+        "go",
+    ]));
     r.expect_code(0);
     let events = r.events();
     let results = of_type(&events, "tool_result");
     assert_eq!(results.len(), 5, "every call gets exactly one result");
     let errors: Vec<bool> = results.iter().map(|e| e["is_error"] == true).collect();
     assert_eq!(errors, [true, true, true, true, false]);
-    assert!(results[0]["output"].as_str().is_some_and(|o| o.contains("not valid JSON")));
-    assert!(results[2]["output"].as_str().is_some_and(|o| o.contains("missing required field 'command'")));
-    assert!(results[3]["output"].as_str().is_some_and(|o| o.contains("must be a string")));
+    assert!(
+        results[0]["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("not valid JSON"))
+    );
+    assert!(
+        results[2]["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("missing required field 'command'"))
+    );
+    assert!(
+        results[3]["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("must be a string"))
+    );
 }
 
 #[test]
 fn step_limit_ends_with_its_outcome_and_exit_1() {
     let d = Dir::new();
-    let turns: Vec<_> = (0..5).map(|_| json!({"tool_calls": [bash("true")]})).collect();
+    let turns: Vec<_> = (0..5)
+        .map(|_| json!({"tool_calls": [bash("true")]}))
+        .collect();
     let s = script(&d, json!(turns));
     let r = run(d.runner().args([
-        "--provider", "scripted", "--script", &s, "--executor", "local", "--json", "--max-steps", "2", "loop",
+        "--provider",
+        "scripted",
+        "--script",
+        &s,
+        "--executor",
+        "local",
+        "--json",
+        "--max-steps",
+        "2",
+        "loop",
     ]));
     r.expect_code(1);
     let events = r.events();
@@ -108,22 +157,47 @@ fn cost_limit_uses_usage_and_the_price_override() {
         .collect();
     let s = script(&d, json!(turns));
     let r = run(d.runner().args([
-        "--provider", "scripted", "--script", &s, "--executor", "local", "--json",
-        "--price", "1,1", "--max-cost", "2.5", "spend",
+        "--provider",
+        "scripted",
+        "--script",
+        &s,
+        "--executor",
+        "local",
+        "--json",
+        "--price",
+        "1,1",
+        "--max-cost",
+        "2.5",
+        "spend",
     ]));
     r.expect_code(1);
     let events = r.events();
     assert_eq!(outcome(&events), "cost_limit");
     let last = events.last().expect("events");
-    assert!((last["cost_usd"].as_f64().unwrap_or(0.0) - 3.0).abs() < 1e-9, "{last}");
+    assert!(
+        (last["cost_usd"].as_f64().unwrap_or(0.0) - 3.0).abs() < 1e-9,
+        "{last}"
+    );
 }
 
 #[test]
 fn time_limit_ends_the_run() {
     let d = Dir::new();
-    let s = script(&d, json!([{"tool_calls": [bash("sleep 2")]}, {"tool_calls": [bash("true")]}]));
+    let s = script(
+        &d,
+        json!([{"tool_calls": [bash("sleep 2")]}, {"tool_calls": [bash("true")]}]),
+    );
     let r = run(d.runner().args([
-        "--provider", "scripted", "--script", &s, "--executor", "local", "--json", "--max-time", "1", "slow",
+        "--provider",
+        "scripted",
+        "--script",
+        &s,
+        "--executor",
+        "local",
+        "--json",
+        "--max-time",
+        "1",
+        "slow",
     ]));
     r.expect_code(1);
     assert_eq!(outcome(&r.events()), "time_limit");
@@ -132,9 +206,19 @@ fn time_limit_ends_the_run() {
 #[test]
 fn refusal_ends_with_refused() {
     let d = Dir::new();
-    let s = script(&d, json!([{"text": "I can't help with that.", "stop_reason": "refusal"}]));
+    let s = script(
+        &d,
+        json!([{"text": "I can't help with that.", "stop_reason": "refusal"}]),
+    );
     let r = run(d.runner().args([
-        "--provider", "scripted", "--script", &s, "--executor", "local", "--json", "bad idea",
+        "--provider",
+        "scripted",
+        "--script",
+        &s,
+        "--executor",
+        "local",
+        "--json",
+        "bad idea",
     ]));
     r.expect_code(1);
     assert_eq!(outcome(&r.events()), "refused");
@@ -151,7 +235,16 @@ fn a_call_cut_off_by_max_tokens_is_never_run() {
         ]),
     );
     let r = run(d.runner().args([
-        "--provider", "scripted", "--script", &s, "--executor", "local", "--json", "--workspace", ".", "go",
+        "--provider",
+        "scripted",
+        "--script",
+        &s,
+        "--executor",
+        "local",
+        "--json",
+        "--workspace",
+        ".",
+        "go",
     ]));
     r.expect_code(0);
     assert!(!d.path().join("cut").exists());
@@ -162,7 +255,14 @@ fn unknown_stop_reason_is_handled() {
     let d = Dir::new();
     let s = script(&d, json!([{"text": "hm", "stop_reason": "something_new"}]));
     let r = run(d.runner().args([
-        "--provider", "scripted", "--script", &s, "--executor", "local", "--json", "go",
+        "--provider",
+        "scripted",
+        "--script",
+        &s,
+        "--executor",
+        "local",
+        "--json",
+        "go",
     ]));
     r.expect_code(0);
 }
@@ -175,7 +275,14 @@ fn policy_blocks_before_the_executor() {
         json!([{"tool_calls": [bash("sudo touch /tmp/x")]}, {"text": "ok", "expect": "blocked by policy"}]),
     );
     let r = run(d.runner().args([
-        "--provider", "scripted", "--script", &s, "--executor", "local", "--json", "go",
+        "--provider",
+        "scripted",
+        "--script",
+        &s,
+        "--executor",
+        "local",
+        "--json",
+        "go",
     ]));
     r.expect_code(0);
 }
@@ -197,10 +304,25 @@ fn secrets_and_canaries_never_reach_commands_or_files() {
         .env("RUNNER_CANARY", canary)
         .env("ANTHROPIC_API_KEY", key)
         .env("OPENAI_API_KEY", key)
-        .args(["--provider", "scripted", "--script", &s, "--executor", "local", "--json", "--env", "VISIBLE=yes", "go"]));
+        .args([
+            "--provider",
+            "scripted",
+            "--script",
+            &s,
+            "--executor",
+            "local",
+            "--json",
+            "--env",
+            "VISIBLE=yes",
+            "go",
+        ]));
     r.expect_code(0);
     let out = r.stdout();
-    assert!(out.contains("VISIBLE=yes"), "--env reaches commands{}", r.explain());
+    assert!(
+        out.contains("VISIBLE=yes"),
+        "--env reaches commands{}",
+        r.explain()
+    );
     for secret in [canary, key] {
         assert!(!out.contains(secret), "{secret} leaked to stdout");
         assert!(!r.stderr().contains(secret), "{secret} leaked to stderr");
@@ -232,13 +354,65 @@ fn usage_errors_exit_2_with_one_line_and_a_hint() {
     let d = Dir::new();
     let s = script(&d, json!([]));
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["--provider", "scripted", "--executor", "local", "x"], "--script"),
-        (vec!["--provider", "scripted", "--script", "missing.json", "--executor", "local", "x"], "missing.json"),
-        (vec!["--provider", "scripted", "--script", &s, "--env", "NOEQUALS", "x"], "K=V"),
-        (vec!["--provider", "scripted", "--script", &s, "--memory", "lots", "x"], "--memory"),
-        (vec!["--provider", "scripted", "--script", &s, "--deny", "(", "x"], "--deny"),
-        (vec!["--provider", "scripted", "--script", &s, "--executor", "local"], "no task"),
-        (vec!["--provider", "anthropic", "--executor", "local", "x"], "ANTHROPIC_API_KEY"),
+        (
+            vec!["--provider", "scripted", "--executor", "local", "x"],
+            "--script",
+        ),
+        (
+            vec![
+                "--provider",
+                "scripted",
+                "--script",
+                "missing.json",
+                "--executor",
+                "local",
+                "x",
+            ],
+            "missing.json",
+        ),
+        (
+            vec![
+                "--provider",
+                "scripted",
+                "--script",
+                &s,
+                "--env",
+                "NOEQUALS",
+                "x",
+            ],
+            "K=V",
+        ),
+        (
+            vec![
+                "--provider",
+                "scripted",
+                "--script",
+                &s,
+                "--memory",
+                "lots",
+                "x",
+            ],
+            "--memory",
+        ),
+        (
+            vec!["--provider", "scripted", "--script", &s, "--deny", "(", "x"],
+            "--deny",
+        ),
+        (
+            vec![
+                "--provider",
+                "scripted",
+                "--script",
+                &s,
+                "--executor",
+                "local",
+            ],
+            "no task",
+        ),
+        (
+            vec!["--provider", "anthropic", "--executor", "local", "x"],
+            "ANTHROPIC_API_KEY",
+        ),
     ];
     for (args, needle) in cases {
         let r = run(d.runner().args(&args));
@@ -248,7 +422,9 @@ fn usage_errors_exit_2_with_one_line_and_a_hint() {
         assert!(err.contains(needle), "expected {needle:?}{}", r.explain());
     }
     std::fs::write(d.path().join("bad.json"), "{not json").expect("write");
-    let r = run(d.runner().args(["--provider", "scripted", "--script", "bad.json", "x"]));
+    let r = run(d
+        .runner()
+        .args(["--provider", "scripted", "--script", "bad.json", "x"]));
     r.expect_code(2);
     assert!(r.stderr().contains("not a valid script"), "{}", r.explain());
 }
@@ -258,14 +434,25 @@ fn task_dash_reads_stdin() {
     let d = Dir::new();
     let s = script(&d, json!([{"text": "ok"}]));
     let mut cmd = d.runner();
-    cmd.args(["--provider", "scripted", "--script", &s, "--executor", "local", "--json", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+    cmd.args([
+        "--provider",
+        "scripted",
+        "--script",
+        &s,
+        "--executor",
+        "local",
+        "--json",
+        "-",
+    ])
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().expect("spawn");
     if let Some(mut stdin) = child.stdin.take() {
         use std::io::Write;
-        stdin.write_all(b"the task from stdin").expect("write stdin");
+        stdin
+            .write_all(b"the task from stdin")
+            .expect("write stdin");
     }
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(0));
@@ -276,16 +463,24 @@ fn task_dash_reads_stdin() {
 #[test]
 fn precedence_is_flag_then_env_then_dotenv() {
     let d = Dir::new();
-    let turns: Vec<_> = (0..6).map(|_| json!({"tool_calls": [bash("true")]})).collect();
+    let turns: Vec<_> = (0..6)
+        .map(|_| json!({"tool_calls": [bash("true")]}))
+        .collect();
     let s = script(&d, json!(turns));
     d.write(".env", &format!("RUNNER_PROVIDER=scripted\nRUNNER_SCRIPT={s}\nRUNNER_EXECUTOR=local\nRUNNER_MAX_STEPS=1\n"));
     let steps = |r: &util::Ran| of_type(&r.events(), "model_request").len();
     let r = run(d.runner().args(["--json", "x"]));
     r.expect_code(1);
     assert_eq!(steps(&r), 1, ".env applies");
-    let r = run(d.runner().env("RUNNER_MAX_STEPS", "2").args(["--json", "x"]));
+    let r = run(d
+        .runner()
+        .env("RUNNER_MAX_STEPS", "2")
+        .args(["--json", "x"]));
     assert_eq!(steps(&r), 2, "environment beats .env");
-    let r = run(d.runner().env("RUNNER_MAX_STEPS", "2").args(["--json", "--max-steps", "3", "x"]));
+    let r = run(d
+        .runner()
+        .env("RUNNER_MAX_STEPS", "2")
+        .args(["--json", "--max-steps", "3", "x"]));
     assert_eq!(steps(&r), 3, "flag beats environment");
 }
 
@@ -293,10 +488,22 @@ fn precedence_is_flag_then_env_then_dotenv() {
 fn ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130() {
     let d = Dir::new();
     let marker = "sleep 987.654";
-    let s = script(&d, json!([{"tool_calls": [bash(&format!("{marker} & {marker}"))]}, {"text": "never"}]));
+    let s = script(
+        &d,
+        json!([{"tool_calls": [bash(&format!("{marker} & {marker}"))]}, {"text": "never"}]),
+    );
     let child = d
         .runner()
-        .args(["--provider", "scripted", "--script", &s, "--executor", "local", "--json", "go"])
+        .args([
+            "--provider",
+            "scripted",
+            "--script",
+            &s,
+            "--executor",
+            "local",
+            "--json",
+            "go",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -312,10 +519,18 @@ fn ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130() {
     )
     .expect("send SIGINT");
     let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(start.elapsed() < Duration::from_secs(8));
     std::thread::sleep(Duration::from_millis(200));
-    assert!(!util::process_alive(marker), "the command's processes are gone");
+    assert!(
+        !util::process_alive(marker),
+        "the command's processes are gone"
+    );
     let traj = d.trajectory();
     assert_eq!(outcome(&traj), "interrupted");
     assert_eq!(of_type(&traj, "tool_result").len(), 1);

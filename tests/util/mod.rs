@@ -114,8 +114,9 @@ impl Ran {
         self.stdout()
             .lines()
             .map(|l| {
-                serde_json::from_str(l)
-                    .unwrap_or_else(|e| panic!("stdout line is not JSON {l:?}: {e}{}", self.explain()))
+                serde_json::from_str(l).unwrap_or_else(|e| {
+                    panic!("stdout line is not JSON {l:?}: {e}{}", self.explain())
+                })
             })
             .collect()
     }
