@@ -36,11 +36,11 @@ impl Human {
 
     fn line(&self, text: &str) {
         let mut err = std::io::stderr().lock();
-        if let Ok(mut mid) = self.mid_line.lock() {
-            if *mid {
-                let _ = writeln!(err);
-                *mid = false;
-            }
+        if let Ok(mut mid) = self.mid_line.lock()
+            && *mid
+        {
+            let _ = writeln!(err);
+            *mid = false;
         }
         let _ = writeln!(err, "{text}");
     }

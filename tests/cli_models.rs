@@ -1,0 +1,161 @@
+//! The binary against fake Anthropic and OpenAI servers on 127.0.0.1 that
+//! speak the real wire formats and check the protocol on every request.
+
+mod common;
+mod util;
+
+use common::fake_model::{FakeResponse, FakeServer};
+use util::{Dir, of_type, outcome, run};
+
+fn anthropic_run(d: &Dir, server: &FakeServer, extra: &[&str]) -> util::Ran {
+    run(d
+        .runner()
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-fake-key-123456")
+        .args(["--executor", "local", "--json", "--workspace", "."])
+        .args(extra)
+        .arg("create hello.txt and check it"))
+}
+
+#[test]
+fn anthropic_multi_step_tool_loop_completes() {
+    let d = Dir::new();
+    let server = FakeServer::start_blocking(vec![
+        FakeResponse::anthropic_tool_use(
+            "toolu_01",
+            "bash",
+            r#"{"command":"echo hi > hello.txt"}"#,
+        ),
+        FakeResponse::anthropic_tool_uses(&[
+            ("toolu_02", "bash", r#"{"command":"cat hello.txt"}"#),
+            ("toolu_03", "bash", r#"{"command":"wc -c hello.txt"}"#),
+        ]),
+        FakeResponse::anthropic_text("hello.txt holds hi."),
+    ]);
+    let r = anthropic_run(&d, &server, &[]);
+    r.expect_code(0);
+    let events = r.events();
+    assert_eq!(outcome(&events), "completed");
+    assert_eq!(of_type(&events, "tool_result").len(), 3);
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("hello.txt"))
+            .ok()
+            .as_deref(),
+        Some("hi\n")
+    );
+    server.assert_protocol_ok();
+    server.assert_all_served();
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs[0].header("x-api-key"), Some("sk-ant-fake-key-123456"));
+    assert!(reqs[0].header("anthropic-version").is_some());
+    // The tool results of turn 2 came back in one message, in order.
+    let last = &reqs[2].body["messages"];
+    let results = last
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    let ids: Vec<_> = results
+        .iter()
+        .map(|b| b["tool_use_id"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(ids, ["toolu_02", "toolu_03"]);
+    // The key never lands in the run directory.
+    let traj = std::fs::read_to_string(d.run_dir().join("trajectory.jsonl")).unwrap_or_default();
+    assert!(!traj.contains("sk-ant-fake-key-123456"));
+}
+
+#[test]
+fn openai_multi_step_tool_loop_completes() {
+    let d = Dir::new();
+    let server = FakeServer::start_blocking(vec![
+        FakeResponse::openai_tool_call("call_1", "bash", r#"{"command":"echo hi > hello.txt"}"#),
+        FakeResponse::openai_tool_call("call_2", "bash", r#"{"command":"cat hello.txt"}"#),
+        FakeResponse::openai_text("done"),
+    ]);
+    let r = run(d
+        .runner()
+        .env("OPENAI_BASE_URL", server.openai_url())
+        .env("OPENAI_API_KEY", "sk-openai-fake-123456")
+        .args([
+            "--provider",
+            "openai",
+            "--model",
+            "gpt-4o",
+            "--executor",
+            "local",
+            "--json",
+            "--workspace",
+            ".",
+        ])
+        .arg("create hello.txt"));
+    r.expect_code(0);
+    assert_eq!(outcome(&r.events()), "completed");
+    assert!(d.path().join("hello.txt").exists());
+    server.assert_protocol_ok();
+    server.assert_all_served();
+    assert_eq!(
+        server.requests()[0].header("authorization"),
+        Some("Bearer sk-openai-fake-123456")
+    );
+}
+
+#[test]
+fn a_529_then_success_completes_with_the_retry_in_the_trajectory() {
+    let d = Dir::new();
+    let server = FakeServer::start_blocking(vec![
+        FakeResponse::overloaded().with_header("retry-after-ms", "50"),
+        FakeResponse::anthropic_text("fine now"),
+    ]);
+    let r = anthropic_run(&d, &server, &[]);
+    r.expect_code(0);
+    let traj = d.trajectory();
+    let retries = of_type(&traj, "model_retry");
+    assert_eq!(retries.len(), 1, "{traj:?}");
+    assert_eq!(retries[0]["status"], 529);
+    assert_eq!(outcome(&traj), "completed");
+}
+
+#[test]
+fn a_401_exits_2_naming_the_key_variable() {
+    let d = Dir::new();
+    let server = FakeServer::start_blocking(vec![FakeResponse::unauthorized()]);
+    let r = anthropic_run(&d, &server, &[]);
+    r.expect_code(2);
+    assert!(r.stderr().contains("ANTHROPIC_API_KEY"), "{}", r.explain());
+    assert_eq!(server.requests().len(), 1, "a 401 is never retried");
+    assert_eq!(outcome(&d.trajectory()), "error");
+}
+
+#[test]
+fn a_404_names_the_model() {
+    let d = Dir::new();
+    let server = FakeServer::start_blocking(vec![FakeResponse::not_found("claude-nope-9")]);
+    let r = anthropic_run(&d, &server, &["--model", "claude-nope-9"]);
+    r.expect_code(2);
+    assert!(r.stderr().contains("claude-nope-9"), "{}", r.explain());
+}
+
+#[test]
+fn an_unreachable_base_url_is_one_clear_error() {
+    let d = Dir::new();
+    // A loopback port nobody listens on: bind, read the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port");
+    let r = run(d
+        .runner()
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("ANTHROPIC_API_KEY", "sk-ant-fake-key-123456")
+        .env("RUNNER_MAX_TIME", "60")
+        .args(["--executor", "local", "x"]));
+    r.expect_code(2);
+    assert!(
+        r.stderr().contains(&format!("127.0.0.1:{port}")),
+        "{}",
+        r.explain()
+    );
+}
