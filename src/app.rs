@@ -286,7 +286,7 @@ async fn repl(
         final_text: None,
     };
     loop {
-        eprint!("> ");
+        human.prompt();
         let line = tokio::select! {
             _ = cancel.cancelled() => return interrupted(),
             l = lines.next_line() => l,

@@ -134,6 +134,19 @@ impl Human {
         }
     }
 
+    /// The conversation prompt, on a line of its own.
+    pub fn prompt(&self) {
+        let mut err = std::io::stderr().lock();
+        if let Ok(mut mid) = self.mid_line.lock()
+            && *mid
+        {
+            let _ = writeln!(err);
+            *mid = false;
+        }
+        let _ = write!(err, "> ");
+        let _ = err.flush();
+    }
+
     /// A line of the runner's own (warnings, where files went).
     pub fn say(&self, text: &str) {
         self.line(text);

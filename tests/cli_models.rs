@@ -159,3 +159,41 @@ fn an_unreachable_base_url_is_one_clear_error() {
         r.explain()
     );
 }
+
+#[test]
+fn prompt_too_long_trims_old_outputs_and_retries_once() {
+    let d = Dir::new();
+    let big = r#"{"command":"head -c 3000 /dev/zero | tr '\\0' x"}"#;
+    let server = FakeServer::start_blocking(vec![
+        FakeResponse::anthropic_tool_use("toolu_1", "bash", big),
+        FakeResponse::anthropic_tool_use("toolu_2", "bash", big),
+        FakeResponse::status(
+            400,
+            &[("x-should-retry", "false")],
+            common::fake_model::anthropic_error(
+                "invalid_request_error",
+                "prompt is too long: 210000 tokens > 200000 maximum",
+            ),
+        ),
+        FakeResponse::anthropic_text("done after trimming"),
+    ]);
+    let r = anthropic_run(&d, &server, &[]);
+    r.expect_code(0);
+    let traj = d.trajectory();
+    let notices: Vec<_> = of_type(&traj, "notice")
+        .into_iter()
+        .filter_map(|n| n["message"].as_str())
+        .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.contains("context window was exceeded")),
+        "{notices:?}"
+    );
+    server.assert_protocol_ok();
+    // The retried request carries the elided first output, the newest one intact.
+    let reqs = server.requests();
+    let body = reqs[3].body.to_string();
+    assert!(body.contains("elided:"), "old output elided");
+    assert!(body.contains(&"x".repeat(3000)), "newest output kept");
+}
