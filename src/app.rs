@@ -18,8 +18,9 @@ use crate::exec::docker::WorkspaceMode as DockerWorkspaceMode;
 use crate::exec::docker::{DockerConfig, DockerExecutor};
 use crate::exec::local::{LocalConfig, LocalExecutor};
 use crate::exec::{ExecError, Executor};
-use crate::model::anthropic::{AnthropicConfig, AnthropicModel};
-use crate::model::openai::{OpenAiConfig, OpenAiModel};
+use crate::model::anthropic::AnthropicModel;
+use crate::model::http::ApiConfig;
+use crate::model::openai::OpenAiModel;
 use crate::model::scripted::ScriptedModel;
 use crate::model::{Message, Model, ModelError, Usage};
 use crate::render::{Human, json_line};
@@ -350,17 +351,17 @@ pub fn build_model(config: &Config) -> Result<Box<dyn Model>, ModelError> {
                 .ok_or_else(|| ModelError::Script("no --script given".into()))?;
             Ok(Box::new(ScriptedModel::from_file(path)?))
         }
-        Provider::Anthropic => {
-            let mut cfg = AnthropicConfig::new(config.model.clone(), config.api_key.clone());
-            cfg.base_url = config.base_url.clone();
-            Ok(Box::new(AnthropicModel::new(cfg)?))
-        }
-        Provider::Openai => {
-            let mut cfg = OpenAiConfig::new(config.model.clone(), config.api_key.clone());
-            cfg.base_url = config.base_url.clone();
-            Ok(Box::new(OpenAiModel::new(cfg)?))
-        }
+        Provider::Anthropic => Ok(Box::new(AnthropicModel::new(api_config(config))?)),
+        Provider::Openai => Ok(Box::new(OpenAiModel::new(api_config(config))?)),
     }
+}
+
+fn api_config(config: &Config) -> ApiConfig {
+    ApiConfig::new(
+        config.model.clone(),
+        config.api_key.clone(),
+        &config.base_url,
+    )
 }
 
 /// Builds the configured executor.

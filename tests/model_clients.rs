@@ -8,9 +8,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::fake_model::{FakeResponse, FakeServer, check_anthropic, check_openai};
-use runner::model::anthropic::{AnthropicConfig, AnthropicModel};
+use runner::model::anthropic::{AnthropicModel, DEFAULT_ANTHROPIC_BASE_URL};
+use runner::model::http::ApiConfig;
 use runner::model::http::HttpTimeouts;
-use runner::model::openai::{OpenAiConfig, OpenAiModel};
+use runner::model::openai::{DEFAULT_OPENAI_BASE_URL, OpenAiModel};
 use runner::model::retry::RetryPolicy;
 use runner::model::{
     Block, Message, Model, ModelError, ModelProgress, ModelReply, ModelRequest, Role, StopReason,
@@ -27,7 +28,11 @@ fn policy(attempts: u32) -> RetryPolicy {
 }
 
 fn anthropic(base: &str, attempts: u32, idle_ms: u64) -> AnthropicModel {
-    let mut cfg = AnthropicConfig::new("claude-haiku-4-5", Some("k".into()));
+    let mut cfg = ApiConfig::new(
+        "claude-haiku-4-5",
+        Some("k".into()),
+        DEFAULT_ANTHROPIC_BASE_URL,
+    );
     cfg.base_url = base.to_string();
     cfg.retry = policy(attempts);
     cfg.timeouts = HttpTimeouts {
@@ -38,7 +43,7 @@ fn anthropic(base: &str, attempts: u32, idle_ms: u64) -> AnthropicModel {
 }
 
 fn openai(base: &str) -> OpenAiModel {
-    let mut cfg = OpenAiConfig::new("local-model", None);
+    let mut cfg = ApiConfig::new("local-model", None, DEFAULT_OPENAI_BASE_URL);
     cfg.base_url = base.to_string();
     cfg.retry = policy(3);
     OpenAiModel::new(cfg).expect("model")

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use common::fake_model::{FakeResponse, FakeServer};
 use common::vectors::*;
-use runner::model::anthropic::{AnthropicConfig, AnthropicModel};
-use runner::model::openai::{OpenAiConfig, OpenAiModel};
+use runner::model::anthropic::{AnthropicModel, DEFAULT_ANTHROPIC_BASE_URL};
+use runner::model::http::ApiConfig;
+use runner::model::openai::{DEFAULT_OPENAI_BASE_URL, OpenAiModel};
 use runner::model::retry::RetryPolicy;
 use runner::model::{
     Block, Message, Model, ModelError, ModelProgress, ModelReply, ModelRequest, Role, StopReason,
@@ -33,14 +34,14 @@ fn fast_retry() -> RetryPolicy {
 }
 
 fn anthropic_model(server: &FakeServer, model: &str) -> AnthropicModel {
-    let mut cfg = AnthropicConfig::new(model, Some("test-key".into()));
+    let mut cfg = ApiConfig::new(model, Some("test-key".into()), DEFAULT_ANTHROPIC_BASE_URL);
     cfg.base_url = server.url();
     cfg.retry = fast_retry();
     AnthropicModel::new(cfg).expect("anthropic model")
 }
 
 fn openai_model(server: &FakeServer, model: &str) -> OpenAiModel {
-    let mut cfg = OpenAiConfig::new(model, Some("sk-test".into()));
+    let mut cfg = ApiConfig::new(model, Some("sk-test".into()), DEFAULT_OPENAI_BASE_URL);
     cfg.base_url = server.openai_url();
     cfg.retry = fast_retry();
     OpenAiModel::new(cfg).expect("openai model")

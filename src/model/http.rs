@@ -10,6 +10,7 @@ use futures::{Stream, StreamExt};
 use serde_json::Value;
 
 use super::ModelError;
+use super::retry::RetryPolicy;
 
 /// How long to wait for a TCP/TLS connection.
 pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 15;
@@ -341,5 +342,34 @@ mod tests {
         let s = snippet(&long);
         assert!(!s.contains('\n'));
         assert!(s.chars().count() <= 301);
+    }
+}
+
+/// What an HTTP model client needs.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// The API key; whether it is required is the client's call.
+    pub api_key: Option<String>,
+    /// The API base URL (a trailing slash is fine; Anthropic's may end in
+    /// `/v1`, OpenAI-compatible ones include it).
+    pub base_url: String,
+    /// The model name sent with each request.
+    pub model: String,
+    /// How failed attempts are retried.
+    pub retry: RetryPolicy,
+    /// Connect and idle-read limits of each attempt.
+    pub timeouts: HttpTimeouts,
+}
+
+impl ApiConfig {
+    /// A config with the default retry policy and timeouts.
+    pub fn new(model: impl Into<String>, api_key: Option<String>, base_url: &str) -> Self {
+        ApiConfig {
+            api_key,
+            base_url: base_url.to_string(),
+            model: model.into(),
+            retry: RetryPolicy::default(),
+            timeouts: HttpTimeouts::default(),
+        }
     }
 }

@@ -6,6 +6,7 @@ mod stream;
 use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 
+use super::http::ApiConfig;
 use super::http::{self, BodyReader, ErrorBody, HttpTimeouts};
 use super::retry::{RetryPolicy, retry_after_ms, status_is_retryable};
 use super::sse::SseDecoder;
@@ -17,35 +18,6 @@ pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// The environment variable named in key errors.
 pub const ANTHROPIC_KEY_VAR: &str = "ANTHROPIC_API_KEY";
-
-/// Everything an [`AnthropicModel`] needs.
-#[derive(Debug, Clone)]
-pub struct AnthropicConfig {
-    /// The API key; `None` makes [`AnthropicModel::new`] fail with `MissingKey`.
-    pub api_key: Option<String>,
-    /// The API base, e.g. `https://api.anthropic.com` (a trailing slash or
-    /// a trailing `/v1` is fine).
-    pub base_url: String,
-    /// The model name sent with each request, e.g. `claude-sonnet-4-5`.
-    pub model: String,
-    /// How failed attempts are retried.
-    pub retry: RetryPolicy,
-    /// Connect and idle-read limits of each attempt.
-    pub timeouts: HttpTimeouts,
-}
-
-impl AnthropicConfig {
-    /// A config for `model` with the default base URL, retry and timeouts.
-    pub fn new(model: impl Into<String>, api_key: Option<String>) -> Self {
-        AnthropicConfig {
-            api_key,
-            base_url: DEFAULT_ANTHROPIC_BASE_URL.to_string(),
-            model: model.into(),
-            retry: RetryPolicy::default(),
-            timeouts: HttpTimeouts::default(),
-        }
-    }
-}
 
 /// A [`Model`] backed by the Anthropic Messages API.
 #[derive(Debug)]
@@ -61,7 +33,7 @@ pub struct AnthropicModel {
 impl AnthropicModel {
     /// Checks the config and builds the client; a missing or empty key is
     /// `ModelError::MissingKey { var: "ANTHROPIC_API_KEY" }`.
-    pub fn new(cfg: AnthropicConfig) -> Result<Self, ModelError> {
+    pub fn new(cfg: ApiConfig) -> Result<Self, ModelError> {
         let key = cfg
             .api_key
             .filter(|k| !k.trim().is_empty())
@@ -230,13 +202,27 @@ mod tests {
 
     #[test]
     fn missing_key_is_reported_at_construction() {
-        let err = AnthropicModel::new(AnthropicConfig::new("m", None)).err();
+        let err = AnthropicModel::new(ApiConfig::new("m", None, DEFAULT_ANTHROPIC_BASE_URL)).err();
         assert_eq!(
             err.map(|e| e.to_string()),
             Some("ANTHROPIC_API_KEY is not set".into())
         );
-        assert!(AnthropicModel::new(AnthropicConfig::new("m", Some("  ".into()))).is_err());
-        assert!(AnthropicModel::new(AnthropicConfig::new("m", Some("k".into()))).is_ok());
+        assert!(
+            AnthropicModel::new(ApiConfig::new(
+                "m",
+                Some("  ".into()),
+                DEFAULT_ANTHROPIC_BASE_URL
+            ))
+            .is_err()
+        );
+        assert!(
+            AnthropicModel::new(ApiConfig::new(
+                "m",
+                Some("k".into()),
+                DEFAULT_ANTHROPIC_BASE_URL
+            ))
+            .is_ok()
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::sync::atomic::AtomicU64;
 use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 
+use super::http::ApiConfig;
 use super::http::{self, BodyReader, ErrorBody, HttpTimeouts};
 use super::retry::{RetryPolicy, retry_after_ms, status_is_retryable};
 use super::sse::SseDecoder;
@@ -19,35 +20,6 @@ use super::{Model, ModelError, ModelReply, ModelRequest, ProgressSink};
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// The environment variable named in key errors.
 pub const OPENAI_KEY_VAR: &str = "OPENAI_API_KEY";
-
-/// Everything an [`OpenAiModel`] needs.
-#[derive(Debug, Clone)]
-pub struct OpenAiConfig {
-    /// The API key, sent as `Authorization: Bearer`. Local servers need
-    /// none; it is required only for the default api.openai.com base.
-    pub api_key: Option<String>,
-    /// The base URL including `/v1`, e.g. `http://localhost:8000/v1`.
-    pub base_url: String,
-    /// The model name sent with each request.
-    pub model: String,
-    /// How failed attempts are retried.
-    pub retry: RetryPolicy,
-    /// Connect and idle-read limits of each attempt.
-    pub timeouts: HttpTimeouts,
-}
-
-impl OpenAiConfig {
-    /// A config for `model` with the default base URL, retry and timeouts.
-    pub fn new(model: impl Into<String>, api_key: Option<String>) -> Self {
-        OpenAiConfig {
-            api_key,
-            base_url: DEFAULT_OPENAI_BASE_URL.to_string(),
-            model: model.into(),
-            retry: RetryPolicy::default(),
-            timeouts: HttpTimeouts::default(),
-        }
-    }
-}
 
 /// A [`Model`] backed by an OpenAI-compatible Chat Completions endpoint.
 #[derive(Debug)]
@@ -66,7 +38,7 @@ pub struct OpenAiModel {
 impl OpenAiModel {
     /// Checks the config and builds the client. A missing key is
     /// `MissingKey { var: "OPENAI_API_KEY" }` only for api.openai.com.
-    pub fn new(cfg: OpenAiConfig) -> Result<Self, ModelError> {
+    pub fn new(cfg: ApiConfig) -> Result<Self, ModelError> {
         let base = http::trim_base(&cfg.base_url);
         let official = base.contains("://api.openai.com");
         let key = cfg.api_key.filter(|k| !k.trim().is_empty());
@@ -222,12 +194,12 @@ mod tests {
 
     #[test]
     fn key_is_needed_only_for_the_official_api() {
-        let e = OpenAiModel::new(OpenAiConfig::new("gpt-4o", None)).err();
+        let e = OpenAiModel::new(ApiConfig::new("gpt-4o", None, DEFAULT_OPENAI_BASE_URL)).err();
         assert_eq!(
             e.map(|e| e.to_string()),
             Some("OPENAI_API_KEY is not set".into())
         );
-        let mut local = OpenAiConfig::new("llama", None);
+        let mut local = ApiConfig::new("llama", None, DEFAULT_OPENAI_BASE_URL);
         local.base_url = "http://127.0.0.1:8080/v1/".into();
         let m = OpenAiModel::new(local).expect("local needs no key");
         assert_eq!(m.url(), "http://127.0.0.1:8080/v1/chat/completions");
