@@ -67,9 +67,6 @@ impl AppError {
             AppError::Exec(ExecError::DockerUnavailable { .. }) => {
                 "start the Docker daemon (or set DOCKER_HOST); --executor local runs without a sandbox".into()
             }
-            AppError::Exec(ExecError::ImageUnavailable { .. }) => {
-                "build the project's sandbox images with `make sandbox-image`, or pass --image".into()
-            }
             AppError::NoTask => "pass the task as an argument, or `-` to read it from stdin".into(),
             AppError::RunDir(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => {
                 "that run directory holds an earlier run; pass a new --run-dir".into()
@@ -161,6 +158,7 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
     }
 
     let mut convo = Conversation::default();
+    let mut hint = None;
     let end = match build_executor(&config, &workspace, &run_id).await {
         Ok(executor) => {
             let end = converse(
@@ -180,11 +178,15 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
             }
             end
         }
-        Err(e) => RunEnd {
-            outcome: Outcome::Error,
-            error: Some(e.to_string()),
-            final_text: None,
-        },
+        Err(e) => {
+            let e = AppError::Exec(e);
+            hint = e.hint();
+            RunEnd {
+                outcome: Outcome::Error,
+                error: Some(e.to_string()),
+                final_text: None,
+            }
+        }
     };
 
     sink(&Event::RunFinished {
@@ -196,6 +198,9 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
         error: end.error.clone(),
         final_text: end.final_text.clone(),
     });
+    if let Some(h) = hint {
+        human.say(&format!("hint: {h}"));
+    }
     run_dir.redact_outputs();
     let keep = config.keep_workspace || end.outcome != Outcome::Completed;
     if let Some(p) = workspace.finish(keep) {
