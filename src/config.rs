@@ -27,6 +27,10 @@ pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o";
 /// Environment variables of the runner that commands may see.
 pub const ENV_ALLOWLIST: &[&str] = &["PATH", "HOME", "LANG", "TERM"];
+/// Allowlisted variables that name paths on this host: the docker executor
+/// leaves them out (the image's PATH and the sandbox's HOME apply) unless
+/// they were given with `--env`.
+pub const HOST_PATH_ENV: &[&str] = &["PATH", "HOME"];
 
 /// A configuration the user can fix.
 #[derive(Debug, thiserror::Error)]
@@ -89,8 +93,10 @@ pub struct Config {
     pub context_window_tokens: u64,
     pub output_limit_bytes: usize,
     pub system_prompt: Option<String>,
-    /// The exact environment of every command.
+    /// The exact environment of every command (local executor).
     pub command_env: Vec<(String, String)>,
+    /// Names set with `--env` (they override the sandbox's own values).
+    pub env_flag_names: Vec<String>,
     pub policy: Policy,
     pub deny: Vec<String>,
     pub default_deny: bool,
@@ -186,6 +192,11 @@ impl Config {
             output_limit_bytes: a.output_limit,
             system_prompt,
             command_env: command_env(&a.env)?,
+            env_flag_names: a
+                .env
+                .iter()
+                .filter_map(|p| p.split_once('=').map(|(k, _)| k.to_string()))
+                .collect(),
             policy: Policy::new(!a.no_default_deny, &a.deny)?,
             deny: a.deny.clone(),
             default_deny: !a.no_default_deny,
@@ -254,6 +265,20 @@ fn command_env(pairs: &[String]) -> Result<Vec<(String, String)>, ConfigError> {
         env.push((k.to_string(), v.to_string()));
     }
     Ok(env)
+}
+
+impl Config {
+    /// The environment of commands in a container: `command_env` without
+    /// the host's PATH and HOME, unless `--env` set them.
+    pub fn container_env(&self) -> Vec<(String, String)> {
+        self.command_env
+            .iter()
+            .filter(|(k, _)| {
+                !HOST_PATH_ENV.contains(&k.as_str()) || self.env_flag_names.contains(k)
+            })
+            .cloned()
+            .collect()
+    }
 }
 
 /// Parses sizes like `512m`, `2g`, `1.5G`, `1048576`.

@@ -160,3 +160,122 @@ pub fn process_alive(needle: &str) -> bool {
     }
     false
 }
+
+/// The sandbox image binary tests use (busybox + bash, built by
+/// `make sandbox-image`).
+pub const TINY_IMAGE: &str = "runner-sandbox:tiny";
+
+/// Where a binary test runs commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exec {
+    Local,
+    Docker,
+}
+
+impl Exec {
+    /// The flags selecting this executor. For docker this first checks that
+    /// the engine and the tiny image are there, failing (never skipping)
+    /// with what to do otherwise.
+    pub fn args(self) -> Vec<&'static str> {
+        match self {
+            Exec::Local => vec!["--executor", "local"],
+            Exec::Docker => {
+                require_docker();
+                vec!["--executor", "docker", "--image", TINY_IMAGE]
+            }
+        }
+    }
+}
+
+/// Runs the docker CLI, returning trimmed stdout; panics with its stderr
+/// when it fails.
+pub fn docker(args: &[&str]) -> String {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("the docker CLI is needed for this test: {e}"));
+    assert!(
+        out.status.success(),
+        "docker {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Panics unless the Docker engine answers and the tiny image exists.
+pub fn require_docker() {
+    let info = Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", TINY_IMAGE])
+        .output();
+    match info {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!(
+            "this test needs a running Docker engine and the image {TINY_IMAGE} \
+             (make sandbox-image): {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => panic!("this test needs the docker CLI and a running engine: {e}"),
+    }
+}
+
+/// Ids of runner-labelled objects (`ps` for containers, `volume` for
+/// volumes), narrowed to one run when `run_id` is given.
+pub fn docker_labelled(kind: &str, run_id: Option<&str>) -> Vec<String> {
+    let mut args: Vec<String> = match kind {
+        "ps" => vec!["ps".into(), "-aq".into()],
+        "volume" => vec!["volume".into(), "ls".into(), "-q".into()],
+        other => panic!("unknown docker object kind {other}"),
+    };
+    args.extend(["--filter".into(), "label=runner.managed-by=runner".into()]);
+    if let Some(id) = run_id {
+        args.extend(["--filter".into(), format!("label=runner.run-id={id}")]);
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    docker(&refs)
+        .lines()
+        .map(str::to_string)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Runner-labelled containers (running or not) of a run.
+pub fn docker_labelled_containers(run_id: &str) -> Vec<String> {
+    docker_labelled("ps", Some(run_id))
+}
+
+/// Runner-labelled containers (`ps`) or volumes (`volume`) whose owner
+/// process is gone: what `runner gc` must leave none of. (Objects of live
+/// runners, such as other tests running at the same time, do not count.)
+pub fn abandoned_runner_objects(kind: &str) -> Vec<String> {
+    let (list, id): (&[&str], &str) = match kind {
+        "ps" => (&["ps", "-a"], ".ID"),
+        "volume" => (&["volume", "ls"], ".Name"),
+        other => panic!("unknown docker object kind {other}"),
+    };
+    let format = format!("{{{{{id}}}}} {{{{.Label \"runner.owner-pid\"}}}}");
+    let mut args = list.to_vec();
+    args.extend([
+        "--filter",
+        "label=runner.managed-by=runner",
+        "--format",
+        &format,
+    ]);
+    docker(&args)
+        .lines()
+        .filter(|l| {
+            let pid = l.split_whitespace().nth(1).unwrap_or("");
+            pid.is_empty() || !Path::new(&format!("/proc/{pid}")).exists()
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The run id recorded in `run_started`.
+pub fn run_id_of(events: &[Value]) -> String {
+    let started = of_type(events, "run_started");
+    let first = started.first().expect("a run_started event");
+    first["run_id"]
+        .as_str()
+        .expect("run_started.run_id is a string")
+        .to_string()
+}
