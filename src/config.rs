@@ -230,7 +230,7 @@ impl Config {
             "max_tokens": self.max_tokens,
             "context_window_tokens": self.context_window_tokens,
             "output_limit_bytes": self.output_limit_bytes,
-            "command_env": self.command_env.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            "command_env": self.effective_env().iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
             "default_deny": self.default_deny,
             "deny": self.deny,
         })
@@ -268,6 +268,14 @@ fn command_env(pairs: &[String]) -> Result<Vec<(String, String)>, ConfigError> {
 }
 
 impl Config {
+    /// The environment commands get from the runner with this executor.
+    fn effective_env(&self) -> Vec<(String, String)> {
+        match self.executor {
+            ExecutorKind::Docker => self.container_env(),
+            ExecutorKind::Local => self.command_env.clone(),
+        }
+    }
+
     /// The environment of commands in a container: `command_env` without
     /// the host's PATH and HOME, unless `--env` set them.
     pub fn container_env(&self) -> Vec<(String, String)> {
@@ -313,6 +321,36 @@ mod tests {
         assert_eq!(parse_memory("1.5G").ok(), Some(3 << 29));
         assert!(parse_memory("lots").is_err());
         assert!(parse_memory("1k").is_err());
+    }
+
+    #[test]
+    fn container_env_drops_host_paths_unless_given() {
+        use clap::Parser;
+        let args = |env: &[&str]| {
+            let mut a = crate::cli::Cli::parse_from([
+                "runner",
+                "--provider",
+                "scripted",
+                "--script",
+                "s",
+                "x",
+            ])
+            .run;
+            a.env = env.iter().map(|s| s.to_string()).collect();
+            Config::from_args(&a).expect("valid")
+        };
+        let c = args(&["A=1"]);
+        let env = c.container_env();
+        assert!(
+            env.iter().all(|(k, _)| k != "HOME" && k != "PATH"),
+            "{env:?}"
+        );
+        assert!(env.contains(&("A".into(), "1".into())));
+        let c = args(&["HOME=/work/h"]);
+        assert!(
+            c.container_env()
+                .contains(&("HOME".into(), "/work/h".into()))
+        );
     }
 
     #[test]

@@ -279,3 +279,142 @@ pub fn run_id_of(events: &[Value]) -> String {
         .expect("run_started.run_id is a string")
         .to_string()
 }
+
+/// A `runner` started in the background with `--json`, whose events are
+/// read as they come, for tests that act on a run while it is going.
+pub struct Live {
+    pub child: std::process::Child,
+    pub desc: String,
+    events: std::sync::mpsc::Receiver<Value>,
+    pub seen: Vec<Value>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Live {
+    /// Spawns `cmd` (which must print events with `--json`).
+    pub fn spawn(cmd: &mut Command) -> Live {
+        let desc = format!("{cmd:?}");
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {desc}: {e}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                match serde_json::from_str::<Value>(&line) {
+                    Ok(v) => {
+                        if tx.send(v).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => panic!("stdout line is not JSON {line:?}: {e}"),
+                }
+            }
+        });
+        let stderr = std::thread::spawn(move || {
+            use std::io::Read;
+            let mut s = String::new();
+            let _ = std::io::BufReader::new(stderr).read_to_string(&mut s);
+            s
+        });
+        Live {
+            child,
+            desc,
+            events: rx,
+            seen: Vec::new(),
+            stderr: Some(stderr),
+        }
+    }
+
+    /// Waits for the first event of type `ty` (already seen or new).
+    pub fn wait_for(&mut self, ty: &str, limit: Duration) -> Value {
+        if let Some(e) = self.seen.iter().find(|e| e["type"] == ty) {
+            return e.clone();
+        }
+        let until = Instant::now() + limit;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(e) => {
+                    self.seen.push(e.clone());
+                    if e["type"] == ty {
+                        return e;
+                    }
+                }
+                Err(_) => panic!(
+                    "no {ty} event within {limit:?} from {}; events so far: {:#?}",
+                    self.desc, self.seen
+                ),
+            }
+        }
+    }
+
+    /// Waits up to `limit` for the process to exit (killing it after that)
+    /// and returns its exit status, every event and its stderr.
+    pub fn finish(mut self, limit: Duration) -> Finished {
+        let until = Instant::now() + limit;
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(s)) => break s,
+                Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
+                Ok(None) | Err(_) => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    panic!("{} did not exit within {limit:?}", self.desc);
+                }
+            }
+        };
+        // The reader thread ends at EOF, which follows the exit.
+        while let Ok(e) = self.events.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push(e);
+        }
+        let stderr = self
+            .stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        Finished {
+            status,
+            events: self.seen,
+            stderr,
+            desc: self.desc,
+        }
+    }
+}
+
+/// How a [`Live`] run ended.
+pub struct Finished {
+    pub status: std::process::ExitStatus,
+    pub events: Vec<Value>,
+    pub stderr: String,
+    pub desc: String,
+}
+
+impl Finished {
+    pub fn explain(&self) -> String {
+        format!(
+            "\ncommand: {}\nexit: {:?}\n--- events ---\n{:#?}\n--- stderr ---\n{}\n",
+            self.desc, self.status, self.events, self.stderr
+        )
+    }
+
+    /// Asserts the exit code, printing everything when it differs.
+    pub fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(self.status.code(), Some(code), "{}", self.explain());
+        self
+    }
+}
+
+/// Peak resident memory (VmHWM) of a live process in KiB.
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}

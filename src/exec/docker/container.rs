@@ -288,3 +288,27 @@ pub async fn death_reason(docker: &Docker, id: &str) -> Result<Option<String>, E
     }
     Ok(Some(why))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_is_a_tmpfs_owned_by_the_command_user() {
+        let cfg = DockerConfig {
+            env: vec![("LANG".into(), "C.UTF-8".into())],
+            ..Default::default()
+        };
+        let body = spec(&cfg, "1234:5678", &WorkspaceMount::None);
+        let env = body.env.unwrap_or_default();
+        assert_eq!(env, [format!("HOME={SANDBOX_HOME}"), "LANG=C.UTF-8".into()]);
+        let tmpfs = body.host_config.and_then(|h| h.tmpfs).unwrap_or_default();
+        let home = tmpfs.get(SANDBOX_HOME).cloned().unwrap_or_default();
+        assert!(home.contains("uid=1234,gid=5678,mode=700"), "{home}");
+        // An explicit HOME wins.
+        assert_eq!(
+            container_env(&[("HOME".into(), "/x".into())]),
+            ["HOME=/x".to_string()]
+        );
+    }
+}
