@@ -562,3 +562,37 @@ fn docker_down_is_one_error_line_with_a_hint_and_exit_2() {
     assert_eq!(outcome(&traj), "error");
     assert_eq!(of_type(&traj, "model_request").len(), 0);
 }
+
+#[test]
+fn timeout_kills_every_process_the_command_started() {
+    let _s = serial();
+    let d = Dir::new();
+    let escaping = "echo before; setsid sleep 1001 & nohup sleep 1002 >/dev/null 2>&1 & \
+        (trap '' TERM; while :; do sleep 1; done) & (sleep 1003 &); sleep 1004";
+    let s = script(
+        &d,
+        json!([
+            {"tool_calls": [{"name": "bash", "input": {"command": escaping, "timeout": 2}}]},
+            {"tool_calls": [bash("ps -o pid,args")], "expect": "timed out"},
+            {"text": "done"}
+        ]),
+    );
+    let r = run(docker_runner(&d, &s).arg("escape"));
+    r.expect_code(0);
+    let events = r.events();
+    let results = tool_results(&events);
+    assert_eq!(results[0]["timed_out"], true, "{}", r.explain());
+    assert!(output_of(results[0]).contains("before"), "{}", r.explain());
+    let ms = results[0]["duration_ms"].as_u64().unwrap_or(u64::MAX);
+    eprintln!(
+        "timeout: deadline to every process gone {} ms",
+        ms.saturating_sub(2000)
+    );
+    assert!(ms < 6000, "the kill took {ms} ms after start");
+    let ps = output_of(results[1]);
+    assert!(ps.contains("ps -o pid,args"), "ps works: {ps}");
+    assert!(
+        !ps.contains("sleep 100") && !ps.contains("echo before"),
+        "no process of the timed-out command survives:\n{ps}"
+    );
+}
