@@ -235,6 +235,26 @@ impl Config {
             "deny": self.deny,
         })
     }
+
+    /// The environment commands get from the runner with this executor.
+    fn effective_env(&self) -> Vec<(String, String)> {
+        match self.executor {
+            ExecutorKind::Docker => self.container_env(),
+            ExecutorKind::Local => self.command_env.clone(),
+        }
+    }
+
+    /// The environment of commands in a container: `command_env` without
+    /// the host's PATH and HOME, unless `--env` set them.
+    pub fn container_env(&self) -> Vec<(String, String)> {
+        self.command_env
+            .iter()
+            .filter(|(k, _)| {
+                !HOST_PATH_ENV.contains(&k.as_str()) || self.env_flag_names.contains(k)
+            })
+            .cloned()
+            .collect()
+    }
 }
 
 fn positive(flag: &'static str, v: f64) -> Result<(), ConfigError> {
@@ -265,28 +285,6 @@ fn command_env(pairs: &[String]) -> Result<Vec<(String, String)>, ConfigError> {
         env.push((k.to_string(), v.to_string()));
     }
     Ok(env)
-}
-
-impl Config {
-    /// The environment commands get from the runner with this executor.
-    fn effective_env(&self) -> Vec<(String, String)> {
-        match self.executor {
-            ExecutorKind::Docker => self.container_env(),
-            ExecutorKind::Local => self.command_env.clone(),
-        }
-    }
-
-    /// The environment of commands in a container: `command_env` without
-    /// the host's PATH and HOME, unless `--env` set them.
-    pub fn container_env(&self) -> Vec<(String, String)> {
-        self.command_env
-            .iter()
-            .filter(|(k, _)| {
-                !HOST_PATH_ENV.contains(&k.as_str()) || self.env_flag_names.contains(k)
-            })
-            .cloned()
-            .collect()
-    }
 }
 
 /// Parses sizes like `512m`, `2g`, `1.5G`, `1048576`.
