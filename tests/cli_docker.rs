@@ -103,27 +103,27 @@ fn sigkill_mid_command_then_gc_leaves_nothing() {
     wait_for_process(&container, "sleep 600");
     live.child.kill().expect("SIGKILL the runner");
     let _ = live.child.wait();
-    assert_eq!(
-        util::docker_labelled_containers(&run_id).len(),
-        1,
-        "a SIGKILLed runner cannot clean up: its container is left for gc"
-    );
-    assert_eq!(docker_labelled("volume", Some(&run_id)).len(), 1);
+    // A SIGKILLed runner cannot clean up: its container and volume are
+    // left for gc (unless another runner's start-up sweep on the same
+    // engine gets there first).
+    let left = util::docker_labelled_containers(&run_id).len()
+        + docker_labelled("volume", Some(&run_id)).len();
+    eprintln!("left by the SIGKILLed runner: {left} objects");
 
+    let gc_started = util::now_secs();
     let r = run(d.runner().arg("gc"));
     r.expect_code(0);
-    assert!(r.stdout().contains("removed container"), "{}", r.explain());
+    assert!(r.stderr().contains("gc: removed"), "{}", r.explain());
     assert!(
         util::docker_labelled_containers(&run_id).is_empty(),
         "{}",
         r.explain()
     );
     assert!(docker_labelled("volume", Some(&run_id)).is_empty());
-    assert_eq!(util::abandoned_runner_objects("ps"), Vec::<String>::new());
-    assert_eq!(
-        util::abandoned_runner_objects("volume"),
-        Vec::<String>::new()
-    );
+    for kind in ["ps", "volume"] {
+        let left = util::abandoned_runner_objects(kind, gc_started);
+        assert!(left.is_empty(), "abandoned {kind} left after gc: {left:?}");
+    }
 }
 
 /// socat forwarding a loopback port to the Docker socket, in its own

@@ -243,16 +243,19 @@ pub fn docker_labelled_containers(run_id: &str) -> Vec<String> {
     docker_labelled("ps", Some(run_id))
 }
 
-/// Runner-labelled containers (`ps`) or volumes (`volume`) whose owner
-/// process is gone: what `runner gc` must leave none of. (Objects of live
-/// runners, such as other tests running at the same time, do not count.)
-pub fn abandoned_runner_objects(kind: &str) -> Vec<String> {
+/// Runner-labelled containers (`ps`) or volumes (`volume`) created before
+/// `before` (unix seconds) whose owner process is gone: what a `runner gc`
+/// started at `before` must leave none of. Objects of live runners (other
+/// tests on the same engine) and newer ones do not count.
+pub fn abandoned_runner_objects(kind: &str, before: u64) -> Vec<String> {
     let (list, id): (&[&str], &str) = match kind {
         "ps" => (&["ps", "-a"], ".ID"),
         "volume" => (&["volume", "ls"], ".Name"),
         other => panic!("unknown docker object kind {other}"),
     };
-    let format = format!("{{{{{id}}}}} {{{{.Label \"runner.owner-pid\"}}}}");
+    let format = format!(
+        "{{{{{id}}}}} {{{{.Label \"runner.owner-pid\"}}}} {{{{.Label \"runner.created\"}}}}"
+    );
     let mut args = list.to_vec();
     args.extend([
         "--filter",
@@ -263,11 +266,22 @@ pub fn abandoned_runner_objects(kind: &str) -> Vec<String> {
     docker(&args)
         .lines()
         .filter(|l| {
-            let pid = l.split_whitespace().nth(1).unwrap_or("");
-            pid.is_empty() || !Path::new(&format!("/proc/{pid}")).exists()
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let pid = f.get(1).copied().unwrap_or("");
+            let created: u64 = f.get(2).and_then(|c| c.parse().ok()).unwrap_or(0);
+            let owner_gone = pid.is_empty() || !Path::new(&format!("/proc/{pid}")).exists();
+            owner_gone && created < before
         })
         .map(str::to_string)
         .collect()
+}
+
+/// Seconds since the epoch.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// The run id recorded in `run_started`.
