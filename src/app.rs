@@ -129,12 +129,16 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
 
     let json = config.json;
     let redactor = Redactor::from_env();
-    let sink = |ev: &Event| {
+    // The trajectory and --json, without the human rendering.
+    let record = |ev: &Event| {
         run_dir.record(ev);
-        human.render(ev);
         if json {
             json_line(ev, &redactor);
         }
+    };
+    let sink = |ev: &Event| {
+        record(ev);
+        human.render(ev);
     };
 
     let cancel = CancellationToken::new();
@@ -158,7 +162,8 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
     }
 
     let mut convo = Conversation::default();
-    let mut hint = None;
+    // Set when the sandbox could not even start (Docker down, no image...).
+    let mut start_failed = None;
     let end = match build_executor(&config, &workspace, &run_id).await {
         Ok(executor) => {
             let end = converse(
@@ -179,17 +184,17 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
             end
         }
         Err(e) => {
-            let e = AppError::Exec(e);
-            hint = e.hint();
-            RunEnd {
+            let end = RunEnd {
                 outcome: Outcome::Error,
                 error: Some(e.to_string()),
                 final_text: None,
-            }
+            };
+            start_failed = Some(AppError::Exec(e));
+            end
         }
     };
 
-    sink(&Event::RunFinished {
+    let finished = Event::RunFinished {
         outcome: end.outcome,
         steps: convo.steps,
         usage: convo.usage,
@@ -197,12 +202,20 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
         duration_ms: started.elapsed().as_millis() as u64,
         error: end.error.clone(),
         final_text: end.final_text.clone(),
-    });
-    if let Some(h) = hint {
-        human.say(&format!("hint: {h}"));
+    };
+    match &start_failed {
+        // One `error:` line and its `hint:`, like any other infrastructure
+        // error; the trajectory still ends with run_finished.
+        Some(err) => {
+            record(&finished);
+            report_error(err);
+        }
+        None => sink(&finished),
     }
     run_dir.redact_outputs();
-    let keep = config.keep_workspace || end.outcome != Outcome::Completed;
+    // A scratch workspace no command ever saw is not worth keeping.
+    let keep =
+        config.keep_workspace || (end.outcome != Outcome::Completed && start_failed.is_none());
     if let Some(p) = workspace.finish(keep) {
         human.say(&format!("workspace: {}", p.display()));
     }
@@ -406,7 +419,7 @@ pub fn docker_config(config: &Config, workspace: &Workspace, run_id: &str) -> Do
             WorkspaceMode::Bind => DockerWorkspaceMode::Bind,
             WorkspaceMode::Copy => DockerWorkspaceMode::Copy,
         },
-        env: config.command_env.clone(),
+        env: config.container_env(),
         run_id: run_id.to_string(),
         max_run_time: config
             .max_time

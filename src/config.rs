@@ -27,6 +27,10 @@ pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o";
 /// Environment variables of the runner that commands may see.
 pub const ENV_ALLOWLIST: &[&str] = &["PATH", "HOME", "LANG", "TERM"];
+/// Allowlisted variables that name paths on this host: the docker executor
+/// leaves them out (the image's PATH and the sandbox's HOME apply) unless
+/// they were given with `--env`.
+pub const HOST_PATH_ENV: &[&str] = &["PATH", "HOME"];
 
 /// A configuration the user can fix.
 #[derive(Debug, thiserror::Error)]
@@ -89,8 +93,10 @@ pub struct Config {
     pub context_window_tokens: u64,
     pub output_limit_bytes: usize,
     pub system_prompt: Option<String>,
-    /// The exact environment of every command.
+    /// The exact environment of every command (local executor).
     pub command_env: Vec<(String, String)>,
+    /// Names set with `--env` (they override the sandbox's own values).
+    pub env_flag_names: Vec<String>,
     pub policy: Policy,
     pub deny: Vec<String>,
     pub default_deny: bool,
@@ -186,6 +192,11 @@ impl Config {
             output_limit_bytes: a.output_limit,
             system_prompt,
             command_env: command_env(&a.env)?,
+            env_flag_names: a
+                .env
+                .iter()
+                .filter_map(|p| p.split_once('=').map(|(k, _)| k.to_string()))
+                .collect(),
             policy: Policy::new(!a.no_default_deny, &a.deny)?,
             deny: a.deny.clone(),
             default_deny: !a.no_default_deny,
@@ -219,10 +230,30 @@ impl Config {
             "max_tokens": self.max_tokens,
             "context_window_tokens": self.context_window_tokens,
             "output_limit_bytes": self.output_limit_bytes,
-            "command_env": self.command_env.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            "command_env": self.effective_env().iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
             "default_deny": self.default_deny,
             "deny": self.deny,
         })
+    }
+
+    /// The environment commands get from the runner with this executor.
+    fn effective_env(&self) -> Vec<(String, String)> {
+        match self.executor {
+            ExecutorKind::Docker => self.container_env(),
+            ExecutorKind::Local => self.command_env.clone(),
+        }
+    }
+
+    /// The environment of commands in a container: `command_env` without
+    /// the host's PATH and HOME, unless `--env` set them.
+    pub fn container_env(&self) -> Vec<(String, String)> {
+        self.command_env
+            .iter()
+            .filter(|(k, _)| {
+                !HOST_PATH_ENV.contains(&k.as_str()) || self.env_flag_names.contains(k)
+            })
+            .cloned()
+            .collect()
     }
 }
 
@@ -288,6 +319,36 @@ mod tests {
         assert_eq!(parse_memory("1.5G").ok(), Some(3 << 29));
         assert!(parse_memory("lots").is_err());
         assert!(parse_memory("1k").is_err());
+    }
+
+    #[test]
+    fn container_env_drops_host_paths_unless_given() {
+        use clap::Parser;
+        let args = |env: &[&str]| {
+            let mut a = crate::cli::Cli::parse_from([
+                "runner",
+                "--provider",
+                "scripted",
+                "--script",
+                "s",
+                "x",
+            ])
+            .run;
+            a.env = env.iter().map(|s| s.to_string()).collect();
+            Config::from_args(&a).expect("valid")
+        };
+        let c = args(&["A=1"]);
+        let env = c.container_env();
+        assert!(
+            env.iter().all(|(k, _)| k != "HOME" && k != "PATH"),
+            "{env:?}"
+        );
+        assert!(env.contains(&("A".into(), "1".into())));
+        let c = args(&["HOME=/work/h"]);
+        assert!(
+            c.container_env()
+                .contains(&("HOME".into(), "/work/h".into()))
+        );
     }
 
     #[test]

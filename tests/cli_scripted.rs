@@ -6,7 +6,35 @@ mod util;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use util::{Dir, of_type, outcome, run};
+use util::{Dir, Exec, of_type, outcome, run};
+
+/// Generates one test per executor for each loop test: `local::NAME` and
+/// `docker::NAME` (docker with the tiny image), so the loop's contract is
+/// checked on both without duplicating the tests.
+macro_rules! on_both_executors {
+    ($($name:ident),* $(,)?) => {
+        mod local {
+            $( #[test] fn $name() { super::$name(super::Exec::Local) } )*
+        }
+        mod docker {
+            $( #[test] fn $name() { super::$name(super::Exec::Docker) } )*
+        }
+    };
+}
+
+on_both_executors!(
+    multi_step_loop_completes_and_writes_a_trajectory,
+    malformed_input_and_unknown_tool_become_error_results,
+    step_limit_ends_with_its_outcome_and_exit_1,
+    cost_limit_uses_usage_and_the_price_override,
+    time_limit_ends_the_run,
+    refusal_ends_with_refused,
+    a_call_cut_off_by_max_tokens_is_never_run,
+    policy_blocks_before_the_executor,
+    secrets_and_canaries_never_reach_commands_or_files,
+    task_dash_reads_stdin,
+    ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130,
+);
 
 fn script(dir: &Dir, turns: serde_json::Value) -> String {
     dir.write("script.json", &turns.to_string())
@@ -18,8 +46,7 @@ fn bash(cmd: &str) -> serde_json::Value {
     json!({"name": "bash", "input": {"command": cmd}})
 }
 
-#[test]
-fn multi_step_loop_completes_and_writes_a_trajectory() {
+fn multi_step_loop_completes_and_writes_a_trajectory(ex: Exec) {
     let d = Dir::new();
     let ws = d.path().join("ws");
     std::fs::create_dir(&ws).expect("mkdir");
@@ -33,15 +60,8 @@ fn multi_step_loop_completes_and_writes_a_trajectory() {
     );
     let r = run(d
         .runner()
-        .args([
-            "--provider",
-            "scripted",
-            "--script",
-            &s,
-            "--executor",
-            "local",
-            "--json",
-        ])
+        .args(ex.args())
+        .args(["--provider", "scripted", "--script", &s, "--json"])
         .arg("--workspace")
         .arg(&ws)
         .arg("write hello"));
@@ -74,8 +94,7 @@ fn multi_step_loop_completes_and_writes_a_trajectory() {
     );
 }
 
-#[test]
-fn malformed_input_and_unknown_tool_become_error_results() {
+fn malformed_input_and_unknown_tool_become_error_results(ex: Exec) {
     let d = Dir::new();
     let s = script(
         &d,
@@ -90,13 +109,11 @@ fn malformed_input_and_unknown_tool_become_error_results() {
             {"text": "done", "expect": "unknown tool 'python'"}
         ]),
     );
-    let r = run(d.runner().args([
+    let r = run(d.runner().args(ex.args()).args([
         "--provider",
         "scripted",
         "--script",
         &s,
-        "--executor",
-        "local",
         "--json",
         "go",
     ]));
@@ -123,20 +140,17 @@ fn malformed_input_and_unknown_tool_become_error_results() {
     );
 }
 
-#[test]
-fn step_limit_ends_with_its_outcome_and_exit_1() {
+fn step_limit_ends_with_its_outcome_and_exit_1(ex: Exec) {
     let d = Dir::new();
     let turns: Vec<_> = (0..5)
         .map(|_| json!({"tool_calls": [bash("true")]}))
         .collect();
     let s = script(&d, json!(turns));
-    let r = run(d.runner().args([
+    let r = run(d.runner().args(ex.args()).args([
         "--provider",
         "scripted",
         "--script",
         &s,
-        "--executor",
-        "local",
         "--json",
         "--max-steps",
         "2",
@@ -148,21 +162,18 @@ fn step_limit_ends_with_its_outcome_and_exit_1() {
     assert_eq!(of_type(&events, "model_request").len(), 2);
 }
 
-#[test]
-fn cost_limit_uses_usage_and_the_price_override() {
+fn cost_limit_uses_usage_and_the_price_override(ex: Exec) {
     let d = Dir::new();
     let usage = json!({"input_tokens": 1_000_000, "output_tokens": 0});
     let turns: Vec<_> = (0..5)
         .map(|_| json!({"tool_calls": [bash("true")], "usage": usage}))
         .collect();
     let s = script(&d, json!(turns));
-    let r = run(d.runner().args([
+    let r = run(d.runner().args(ex.args()).args([
         "--provider",
         "scripted",
         "--script",
         &s,
-        "--executor",
-        "local",
         "--json",
         "--price",
         "1,1",
@@ -180,20 +191,17 @@ fn cost_limit_uses_usage_and_the_price_override() {
     );
 }
 
-#[test]
-fn time_limit_ends_the_run() {
+fn time_limit_ends_the_run(ex: Exec) {
     let d = Dir::new();
     let s = script(
         &d,
         json!([{"tool_calls": [bash("sleep 2")]}, {"tool_calls": [bash("true")]}]),
     );
-    let r = run(d.runner().args([
+    let r = run(d.runner().args(ex.args()).args([
         "--provider",
         "scripted",
         "--script",
         &s,
-        "--executor",
-        "local",
         "--json",
         "--max-time",
         "1",
@@ -203,20 +211,17 @@ fn time_limit_ends_the_run() {
     assert_eq!(outcome(&r.events()), "time_limit");
 }
 
-#[test]
-fn refusal_ends_with_refused() {
+fn refusal_ends_with_refused(ex: Exec) {
     let d = Dir::new();
     let s = script(
         &d,
         json!([{"text": "I can't help with that.", "stop_reason": "refusal"}]),
     );
-    let r = run(d.runner().args([
+    let r = run(d.runner().args(ex.args()).args([
         "--provider",
         "scripted",
         "--script",
         &s,
-        "--executor",
-        "local",
         "--json",
         "bad idea",
     ]));
@@ -224,8 +229,7 @@ fn refusal_ends_with_refused() {
     assert_eq!(outcome(&r.events()), "refused");
 }
 
-#[test]
-fn a_call_cut_off_by_max_tokens_is_never_run() {
+fn a_call_cut_off_by_max_tokens_is_never_run(ex: Exec) {
     let d = Dir::new();
     let s = script(
         &d,
@@ -234,13 +238,11 @@ fn a_call_cut_off_by_max_tokens_is_never_run() {
             {"text": "ok", "expect": "cut off by the max_tokens limit"}
         ]),
     );
-    let r = run(d.runner().args([
+    let r = run(d.runner().args(ex.args()).args([
         "--provider",
         "scripted",
         "--script",
         &s,
-        "--executor",
-        "local",
         "--json",
         "--workspace",
         ".",
@@ -267,28 +269,24 @@ fn unknown_stop_reason_is_handled() {
     r.expect_code(0);
 }
 
-#[test]
-fn policy_blocks_before_the_executor() {
+fn policy_blocks_before_the_executor(ex: Exec) {
     let d = Dir::new();
     let s = script(
         &d,
         json!([{"tool_calls": [bash("sudo touch /tmp/x")]}, {"text": "ok", "expect": "blocked by policy"}]),
     );
-    let r = run(d.runner().args([
+    let r = run(d.runner().args(ex.args()).args([
         "--provider",
         "scripted",
         "--script",
         &s,
-        "--executor",
-        "local",
         "--json",
         "go",
     ]));
     r.expect_code(0);
 }
 
-#[test]
-fn secrets_and_canaries_never_reach_commands_or_files() {
+fn secrets_and_canaries_never_reach_commands_or_files(ex: Exec) {
     let d = Dir::new();
     let s = script(
         &d,
@@ -304,13 +302,12 @@ fn secrets_and_canaries_never_reach_commands_or_files() {
         .env("RUNNER_CANARY", canary)
         .env("ANTHROPIC_API_KEY", key)
         .env("OPENAI_API_KEY", key)
+        .args(ex.args())
         .args([
             "--provider",
             "scripted",
             "--script",
             &s,
-            "--executor",
-            "local",
             "--json",
             "--env",
             "VISIBLE=yes",
@@ -429,24 +426,15 @@ fn usage_errors_exit_2_with_one_line_and_a_hint() {
     assert!(r.stderr().contains("not a valid script"), "{}", r.explain());
 }
 
-#[test]
-fn task_dash_reads_stdin() {
+fn task_dash_reads_stdin(ex: Exec) {
     let d = Dir::new();
     let s = script(&d, json!([{"text": "ok"}]));
     let mut cmd = d.runner();
-    cmd.args([
-        "--provider",
-        "scripted",
-        "--script",
-        &s,
-        "--executor",
-        "local",
-        "--json",
-        "-",
-    ])
-    .stdin(std::process::Stdio::piped())
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped());
+    cmd.args(ex.args())
+        .args(["--provider", "scripted", "--script", &s, "--json", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().expect("spawn");
     if let Some(mut stdin) = child.stdin.take() {
         use std::io::Write;
@@ -484,26 +472,21 @@ fn precedence_is_flag_then_env_then_dotenv() {
     assert_eq!(steps(&r), 3, "flag beats environment");
 }
 
-#[test]
-fn ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130() {
+fn ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130(ex: Exec) {
     let d = Dir::new();
-    let marker = "sleep 987.654";
+    // One marker per executor: both variants may run at the same time.
+    let marker = match ex {
+        Exec::Local => "sleep 987.654",
+        Exec::Docker => "sleep 987.655",
+    };
     let s = script(
         &d,
         json!([{"tool_calls": [bash(&format!("{marker} & {marker}"))]}, {"text": "never"}]),
     );
     let child = d
         .runner()
-        .args([
-            "--provider",
-            "scripted",
-            "--script",
-            &s,
-            "--executor",
-            "local",
-            "--json",
-            "go",
-        ])
+        .args(ex.args())
+        .args(["--provider", "scripted", "--script", &s, "--json", "go"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -518,7 +501,9 @@ fn ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130() {
         nix::sys::signal::Signal::SIGINT,
     )
     .expect("send SIGINT");
+    let signalled = Instant::now();
     let out = child.wait_with_output().expect("wait");
+    eprintln!("{ex:?}: SIGINT to runner exit {:?}", signalled.elapsed());
     assert_eq!(
         out.status.code(),
         Some(130),
@@ -534,4 +519,9 @@ fn ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130() {
     let traj = d.trajectory();
     assert_eq!(outcome(&traj), "interrupted");
     assert_eq!(of_type(&traj, "tool_result").len(), 1);
+    if ex == Exec::Docker {
+        let run_id = util::run_id_of(&traj);
+        let left = util::docker_labelled_containers(&run_id);
+        assert!(left.is_empty(), "containers left after Ctrl-C: {left:?}");
+    }
 }

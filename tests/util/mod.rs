@@ -160,3 +160,275 @@ pub fn process_alive(needle: &str) -> bool {
     }
     false
 }
+
+/// The sandbox image binary tests use (busybox + bash, built by
+/// `make sandbox-image`).
+pub const TINY_IMAGE: &str = "runner-sandbox:tiny";
+
+/// Where a binary test runs commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exec {
+    Local,
+    Docker,
+}
+
+impl Exec {
+    /// The flags selecting this executor. For docker this first checks that
+    /// the engine and the tiny image are there, failing (never skipping)
+    /// with what to do otherwise.
+    pub fn args(self) -> Vec<&'static str> {
+        match self {
+            Exec::Local => vec!["--executor", "local"],
+            Exec::Docker => {
+                require_docker();
+                vec!["--executor", "docker", "--image", TINY_IMAGE]
+            }
+        }
+    }
+}
+
+/// Runs the docker CLI, returning trimmed stdout; panics with its stderr
+/// when it fails.
+pub fn docker(args: &[&str]) -> String {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("the docker CLI is needed for this test: {e}"));
+    assert!(
+        out.status.success(),
+        "docker {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Panics unless the Docker engine answers and the tiny image exists.
+pub fn require_docker() {
+    let info = Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", TINY_IMAGE])
+        .output();
+    match info {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!(
+            "this test needs a running Docker engine and the image {TINY_IMAGE} \
+             (make sandbox-image): {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => panic!("this test needs the docker CLI and a running engine: {e}"),
+    }
+}
+
+/// Ids of runner-labelled objects (`ps` for containers, `volume` for
+/// volumes), narrowed to one run when `run_id` is given.
+pub fn docker_labelled(kind: &str, run_id: Option<&str>) -> Vec<String> {
+    let mut args: Vec<String> = match kind {
+        "ps" => vec!["ps".into(), "-aq".into()],
+        "volume" => vec!["volume".into(), "ls".into(), "-q".into()],
+        other => panic!("unknown docker object kind {other}"),
+    };
+    args.extend(["--filter".into(), "label=runner.managed-by=runner".into()]);
+    if let Some(id) = run_id {
+        args.extend(["--filter".into(), format!("label=runner.run-id={id}")]);
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    docker(&refs)
+        .lines()
+        .map(str::to_string)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Runner-labelled containers (running or not) of a run.
+pub fn docker_labelled_containers(run_id: &str) -> Vec<String> {
+    docker_labelled("ps", Some(run_id))
+}
+
+/// Runner-labelled containers (`ps`) or volumes (`volume`) created before
+/// `before` (unix seconds) whose owner process is gone: what a `runner gc`
+/// started at `before` must leave none of. Objects of live runners (other
+/// tests on the same engine) and newer ones do not count.
+pub fn abandoned_runner_objects(kind: &str, before: u64) -> Vec<String> {
+    let (list, id): (&[&str], &str) = match kind {
+        "ps" => (&["ps", "-a"], ".ID"),
+        "volume" => (&["volume", "ls"], ".Name"),
+        other => panic!("unknown docker object kind {other}"),
+    };
+    let format = format!(
+        "{{{{{id}}}}} {{{{.Label \"runner.owner-pid\"}}}} {{{{.Label \"runner.created\"}}}}"
+    );
+    let mut args = list.to_vec();
+    args.extend([
+        "--filter",
+        "label=runner.managed-by=runner",
+        "--format",
+        &format,
+    ]);
+    docker(&args)
+        .lines()
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let pid = f.get(1).copied().unwrap_or("");
+            let created: u64 = f.get(2).and_then(|c| c.parse().ok()).unwrap_or(0);
+            let owner_gone = pid.is_empty() || !Path::new(&format!("/proc/{pid}")).exists();
+            owner_gone && created < before
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Seconds since the epoch.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The run id recorded in `run_started`.
+pub fn run_id_of(events: &[Value]) -> String {
+    let started = of_type(events, "run_started");
+    let first = started.first().expect("a run_started event");
+    first["run_id"]
+        .as_str()
+        .expect("run_started.run_id is a string")
+        .to_string()
+}
+
+/// A `runner` started in the background with `--json`, whose events are
+/// read as they come, for tests that act on a run while it is going.
+pub struct Live {
+    pub child: std::process::Child,
+    pub desc: String,
+    events: std::sync::mpsc::Receiver<Value>,
+    pub seen: Vec<Value>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Live {
+    /// Spawns `cmd` (which must print events with `--json`).
+    pub fn spawn(cmd: &mut Command) -> Live {
+        let desc = format!("{cmd:?}");
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {desc}: {e}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                match serde_json::from_str::<Value>(&line) {
+                    Ok(v) => {
+                        if tx.send(v).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => panic!("stdout line is not JSON {line:?}: {e}"),
+                }
+            }
+        });
+        let stderr = std::thread::spawn(move || {
+            use std::io::Read;
+            let mut s = String::new();
+            let _ = std::io::BufReader::new(stderr).read_to_string(&mut s);
+            s
+        });
+        Live {
+            child,
+            desc,
+            events: rx,
+            seen: Vec::new(),
+            stderr: Some(stderr),
+        }
+    }
+
+    /// Waits for the first event of type `ty` (already seen or new).
+    pub fn wait_for(&mut self, ty: &str, limit: Duration) -> Value {
+        if let Some(e) = self.seen.iter().find(|e| e["type"] == ty) {
+            return e.clone();
+        }
+        let until = Instant::now() + limit;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(e) => {
+                    self.seen.push(e.clone());
+                    if e["type"] == ty {
+                        return e;
+                    }
+                }
+                Err(_) => panic!(
+                    "no {ty} event within {limit:?} from {}; events so far: {:#?}",
+                    self.desc, self.seen
+                ),
+            }
+        }
+    }
+
+    /// Waits up to `limit` for the process to exit (killing it after that)
+    /// and returns its exit status, every event and its stderr.
+    pub fn finish(mut self, limit: Duration) -> Finished {
+        let until = Instant::now() + limit;
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(s)) => break s,
+                Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
+                Ok(None) | Err(_) => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    panic!("{} did not exit within {limit:?}", self.desc);
+                }
+            }
+        };
+        // The reader thread ends at EOF, which follows the exit.
+        while let Ok(e) = self.events.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push(e);
+        }
+        let stderr = self
+            .stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        Finished {
+            status,
+            events: self.seen,
+            stderr,
+            desc: self.desc,
+        }
+    }
+}
+
+/// How a [`Live`] run ended.
+pub struct Finished {
+    pub status: std::process::ExitStatus,
+    pub events: Vec<Value>,
+    pub stderr: String,
+    pub desc: String,
+}
+
+impl Finished {
+    pub fn explain(&self) -> String {
+        format!(
+            "\ncommand: {}\nexit: {:?}\n--- events ---\n{:#?}\n--- stderr ---\n{}\n",
+            self.desc, self.status, self.events, self.stderr
+        )
+    }
+
+    /// Asserts the exit code, printing everything when it differs.
+    pub fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(self.status.code(), Some(code), "{}", self.explain());
+        self
+    }
+}
+
+/// Peak resident memory (VmHWM) of a live process in KiB.
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}

@@ -20,6 +20,12 @@ pub const DEFAULT_USER: &str = "1000:1000";
 pub const DEFAULT_TMP_SIZE_BYTES: u64 = 64 << 20;
 /// Size of the writable /run tmpfs when the root filesystem is read-only.
 pub const DEFAULT_RUN_SIZE_BYTES: u64 = 16 << 20;
+/// HOME of commands in the container: a small tmpfs owned by the command
+/// user, so `git config --global`, `pip install --user` and `~/.cache` work
+/// on a read-only root. The host's HOME means nothing in the container.
+pub const SANDBOX_HOME: &str = "/home/sandbox";
+/// Size of the HOME tmpfs.
+pub const DEFAULT_HOME_SIZE_BYTES: u64 = 16 << 20;
 /// Default open files limit (soft = hard).
 pub const DEFAULT_NOFILE: i64 = 1024;
 /// Default largest file a command may write.
@@ -90,8 +96,9 @@ pub struct DockerConfig {
     pub workspace: Option<PathBuf>,
     /// How the workspace reaches the container.
     pub workspace_mode: WorkspaceMode,
-    /// The only environment the container gets; the runner's own
-    /// environment is never inherited.
+    /// The only environment the container gets (on top of the image's);
+    /// the runner's own environment is never inherited. HOME is
+    /// [`SANDBOX_HOME`] unless set here.
     pub env: Vec<(String, String)>,
     /// Identifies the run in labels and container names.
     pub run_id: String,

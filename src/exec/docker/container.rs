@@ -8,7 +8,10 @@ use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, Resourc
 use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
 
 use super::client::{CALL_TIMEOUT, call, short, status_of};
-use super::config::{CONTAINER_WORKDIR, DEFAULT_RUN_SIZE_BYTES, DockerConfig, EXPIRY_MARGIN_SECS};
+use super::config::{
+    CONTAINER_WORKDIR, DEFAULT_HOME_SIZE_BYTES, DEFAULT_RUN_SIZE_BYTES, DockerConfig,
+    EXPIRY_MARGIN_SECS, SANDBOX_HOME, numeric_user,
+};
 use crate::exec::ExecError;
 
 /// Label marking every object the runner creates.
@@ -86,8 +89,20 @@ pub enum WorkspaceMount<'a> {
 /// under Docker's init, running as root without capabilities: commands run
 /// as `cfg.user` through exec, so they cannot signal it (signalling another
 /// uid needs CAP_KILL), and the kill protocol's `kill -9 -1` spares it.
-pub fn spec(cfg: &DockerConfig, mount: &WorkspaceMount<'_>) -> ContainerCreateBody {
+/// `user` is who commands run as (it owns the HOME tmpfs).
+pub fn spec(cfg: &DockerConfig, user: &str, mount: &WorkspaceMount<'_>) -> ContainerCreateBody {
     let mut tmpfs = HashMap::new();
+    // Exec allowed like /workspace, so `pip install --user` scripts in
+    // ~/.local/bin run.
+    let owner = match numeric_user(user) {
+        Some((uid, gid)) => format!("uid={uid},gid={gid},mode=700"),
+        // A user name we cannot resolve here: any uid may write, sticky.
+        None => "mode=1777".to_string(),
+    };
+    tmpfs.insert(
+        SANDBOX_HOME.to_string(),
+        format!("rw,nosuid,nodev,exec,size={DEFAULT_HOME_SIZE_BYTES},{owner}"),
+    );
     if !cfg.writable_rootfs {
         tmpfs.insert(
             "/tmp".to_string(),
@@ -151,12 +166,23 @@ pub fn spec(cfg: &DockerConfig, mount: &WorkspaceMount<'_>) -> ContainerCreateBo
         cmd: Some(vec![idle_secs.to_string()]),
         user: Some("0:0".into()),
         working_dir: Some(CONTAINER_WORKDIR.into()),
-        env: Some(cfg.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        env: Some(container_env(&cfg.env)),
         labels: Some(labels(cfg)),
         network_disabled: Some(cfg.network.is_none()),
         host_config: Some(host_config),
         ..Default::default()
     }
+}
+
+/// The container's environment: `HOME` is the sandbox's own unless `env`
+/// sets it, then `env` in order.
+fn container_env(env: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::with_capacity(env.len() + 1);
+    if !env.iter().any(|(k, _)| k == "HOME") {
+        out.push(format!("HOME={SANDBOX_HOME}"));
+    }
+    out.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+    out
 }
 
 /// Container names must be unique; the run id plus randomness is.
@@ -261,4 +287,28 @@ pub async fn death_reason(docker: &Docker, id: &str) -> Result<Option<String>, E
         why.push_str(&format!(": {err}"));
     }
     Ok(Some(why))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_is_a_tmpfs_owned_by_the_command_user() {
+        let cfg = DockerConfig {
+            env: vec![("LANG".into(), "C.UTF-8".into())],
+            ..Default::default()
+        };
+        let body = spec(&cfg, "1234:5678", &WorkspaceMount::None);
+        let env = body.env.unwrap_or_default();
+        assert_eq!(env, [format!("HOME={SANDBOX_HOME}"), "LANG=C.UTF-8".into()]);
+        let tmpfs = body.host_config.and_then(|h| h.tmpfs).unwrap_or_default();
+        let home = tmpfs.get(SANDBOX_HOME).cloned().unwrap_or_default();
+        assert!(home.contains("uid=1234,gid=5678,mode=700"), "{home}");
+        // An explicit HOME wins.
+        assert_eq!(
+            container_env(&[("HOME".into(), "/x".into())]),
+            ["HOME=/x".to_string()]
+        );
+    }
 }

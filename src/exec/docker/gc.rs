@@ -3,13 +3,14 @@
 //! with SIGKILL leaves nothing behind for long.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use bollard::Docker;
 use bollard::query_parameters::{
     ListContainersOptionsBuilder, ListVolumesOptionsBuilder, RemoveVolumeOptionsBuilder,
 };
 
-use super::client::{CALL_TIMEOUT, call, short};
+use super::client::{CALL_TIMEOUT, call, docker_err, short, status_of};
 use super::container::{
     LABEL_EXPIRES, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START,
     MANAGED_VALUE, host_name, now_secs, process_start, remove,
@@ -99,20 +100,44 @@ pub async fn gc(docker: &Docker) -> Result<GcReport, ExecError> {
         if !is_abandoned(&v.labels, now, &host) {
             continue;
         }
-        let opts = RemoveVolumeOptionsBuilder::new().force(true).build();
-        match call(
-            "remove volume",
-            &v.name,
-            CALL_TIMEOUT,
-            docker.remove_volume(&v.name, Some(opts)),
-        )
-        .await
-        {
-            Ok(()) => report.volumes_removed.push(v.name),
+        match remove_volume(docker, &v.name).await {
+            Ok(true) => report.volumes_removed.push(v.name),
+            Ok(false) => {}
             Err(e) => report.errors.push(format!("volume {}: {e}", v.name)),
         }
     }
     Ok(report)
+}
+
+/// Attempts at removing a volume that is still in use.
+const VOLUME_REMOVE_ATTEMPTS: usize = 5;
+/// Pause between those attempts.
+const VOLUME_REMOVE_PAUSE: Duration = Duration::from_millis(300);
+
+/// Removes a volume; `Ok(false)` when it was already gone. Every run sweeps
+/// at start, so another runner may be removing the same abandoned objects
+/// right now: a volume can vanish under us (404) or still be held by a
+/// container someone else is removing (409), which is retried briefly.
+async fn remove_volume(docker: &Docker, name: &str) -> Result<bool, ExecError> {
+    let mut attempt = 1;
+    loop {
+        let opts = RemoveVolumeOptionsBuilder::new().force(true).build();
+        match tokio::time::timeout(CALL_TIMEOUT, docker.remove_volume(name, Some(opts))).await {
+            Ok(Ok(())) => return Ok(true),
+            Ok(Err(e)) if status_of(&e) == Some(404) => return Ok(false),
+            Ok(Err(e)) if status_of(&e) == Some(409) && attempt < VOLUME_REMOVE_ATTEMPTS => {
+                attempt += 1;
+                tokio::time::sleep(VOLUME_REMOVE_PAUSE).await;
+            }
+            Ok(Err(e)) => return Err(docker_err("remove volume", name, &e)),
+            Err(_) => {
+                return Err(ExecError::DockerTimeout {
+                    op: "remove volume",
+                    secs: CALL_TIMEOUT.as_secs(),
+                });
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! Each command is an exec of `bash -c` (or `sh -c`) in /workspace; the
 //! container idles under Docker's init between commands.
 
-mod capped;
 mod client;
 mod config;
 mod container;
@@ -23,8 +22,8 @@ use bollard::query_parameters::RemoveVolumeOptionsBuilder;
 
 pub use client::connect;
 pub use config::{
-    CONTAINER_WORKDIR, DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_MEMORY_BYTES, DEFAULT_PIDS_LIMIT,
-    DEFAULT_USER, DockerConfig, Ulimits, WorkspaceMode,
+    CONTAINER_WORKDIR, DEFAULT_CPUS, DEFAULT_HOME_SIZE_BYTES, DEFAULT_IMAGE, DEFAULT_MEMORY_BYTES,
+    DEFAULT_PIDS_LIMIT, DEFAULT_USER, DockerConfig, SANDBOX_HOME, Ulimits, WorkspaceMode,
 };
 pub use container::{LABEL_MANAGED, LABEL_OWNER_PID, LABEL_RUN_ID, MANAGED_VALUE};
 pub use gc::{GcReport, gc};
@@ -124,7 +123,7 @@ impl DockerExecutor {
             }
             Some(Workspace::Copy { volume, .. }) => WorkspaceMount::Volume(volume),
         };
-        let body = container::spec(&cfg, &mount);
+        let body = container::spec(&cfg, &user, &mount);
         let created = container::create_and_start(&docker, &name, body).await;
         let id = match created {
             Ok(id) => id,

@@ -8,11 +8,11 @@ use bollard::Docker;
 use bollard::exec::{CreateExecOptions, StartExecResults};
 use futures::StreamExt;
 
-use super::capped::Capped;
 use super::client::{QUICK_TIMEOUT, call, short};
 use super::config::CONTAINER_WORKDIR;
 use super::container::death_reason;
 use super::kill::{kill_command_processes, oom_kill_count, wait_exit};
+use crate::exec::capture::Capture;
 use crate::exec::{ExecError, ExecOutput, ExecRequest};
 
 /// How often the exec's state is polled while its output is open.
@@ -65,7 +65,13 @@ pub async fn run(
     oom_seen: &mut Option<u64>,
 ) -> Result<ExecOutput, ExecError> {
     let started = Instant::now();
-    let mut cap = Capped::new(req.max_output_bytes, req.full_output_path.as_deref())?;
+    let mut cap = Capture::new(req.max_output_bytes);
+    if let Some(path) = &req.full_output_path {
+        cap = cap.with_full_output(path)?;
+    }
+    // The first failure to write the full-output file; reading goes on so
+    // the exec's stream never backs up, and the error is reported at the end.
+    let mut tee_err: Option<std::io::Error> = None;
     let created = call(
         "create exec",
         short(t.id),
@@ -111,7 +117,12 @@ pub async fn run(
         let mut output = output;
         while let Some(item) = output.next().await {
             match item {
-                Ok(chunk) => cap.push(&chunk.into_bytes()),
+                Ok(chunk) if tee_err.is_none() => {
+                    if let Err(e) = cap.feed(&chunk.into_bytes()) {
+                        tee_err = Some(e);
+                    }
+                }
+                Ok(_) => {}
                 Err(_) => break,
             }
         }
@@ -183,6 +194,9 @@ pub async fn run(
         );
     }
     drop(reader);
+    if let Some(e) = tee_err {
+        return Err(ExecError::Io(e));
+    }
 
     if let Some(why) = death_reason(t.docker, t.id).await? {
         return Err(ExecError::SandboxDied { detail: why });
@@ -224,7 +238,7 @@ pub async fn run(
             t.memory_bytes >> 20
         ));
     }
-    let mut text = cap.text();
+    let (mut text, bytes_seen) = cap.finish()?;
     for n in notes {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
@@ -238,7 +252,7 @@ pub async fn run(
         timed_out: end == End::TimedOut,
         cancelled: end == End::Cancelled,
         oom_killed,
-        bytes_seen: cap.seen(),
+        bytes_seen,
         duration_ms: started.elapsed().as_millis() as u64,
     })
 }

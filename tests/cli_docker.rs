@@ -1,0 +1,598 @@
+//! The docker executor accepted through the binary, with the scripted
+//! model: a SIGKILLed runner and `runner gc`, a remote engine over TCP with
+//! copy mode, the confinement probe, a sandbox killed from outside, hostile
+//! commands, loosenings, HOME, and a Docker daemon that is down.
+//!
+//! These tests need a running Docker engine and `runner-sandbox:tiny`
+//! (`make sandbox-image`); without them they FAIL, saying so.
+
+mod util;
+
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use util::{Dir, Exec, Live, docker, docker_labelled, of_type, outcome, run, run_id_of};
+
+/// One test at a time: the flood measures the runner's memory and the OOM
+/// test its container's; on 2 shared cores they must not overlap.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn script(dir: &Dir, turns: Value) -> String {
+    dir.write("script.json", &turns.to_string())
+        .display()
+        .to_string()
+}
+
+fn bash(cmd: &str) -> Value {
+    json!({"name": "bash", "input": {"command": cmd}})
+}
+
+/// `runner --executor docker --image tiny --provider scripted --script S --json`.
+fn docker_runner(d: &Dir, script: &str) -> Command {
+    let mut c = d.runner();
+    c.args(Exec::Docker.args())
+        .args(["--provider", "scripted", "--script", script, "--json"]);
+    c
+}
+
+/// The id of the run's one container, waiting up to 20 s for it to exist.
+fn container_of(run_id: &str) -> String {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let ids = util::docker_labelled_containers(run_id);
+        if let Some(id) = ids.first() {
+            return id.clone();
+        }
+        assert!(Instant::now() < until, "no container for run {run_id}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until `needle` shows in the container's process list.
+fn wait_for_process(container: &str, needle: &str) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while !docker(&["top", container]).contains(needle) {
+        assert!(
+            Instant::now() < until,
+            "{needle:?} never ran in {container}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The `key=value` lines of a text.
+fn kv(text: &str) -> std::collections::HashMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+fn tool_results(events: &[Value]) -> Vec<&Value> {
+    of_type(events, "tool_result")
+}
+
+fn output_of(result: &Value) -> &str {
+    result["output"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn sigkill_mid_command_then_gc_leaves_nothing() {
+    let _s = serial();
+    let d = Dir::new();
+    let s = script(
+        &d,
+        json!([{"tool_calls": [bash("sleep 600")]}, {"text": "never"}]),
+    );
+    // Copy mode, so the run also owns a volume that gc must remove.
+    let mut live = Live::spawn(docker_runner(&d, &s).args(["--workspace-mode", "copy", "go"]));
+    let run_id = live.wait_for("run_started", Duration::from_secs(30))["run_id"]
+        .as_str()
+        .expect("run_id")
+        .to_string();
+    let container = container_of(&run_id);
+    wait_for_process(&container, "sleep 600");
+    live.child.kill().expect("SIGKILL the runner");
+    let _ = live.child.wait();
+    // A SIGKILLed runner cannot clean up: its container and volume are
+    // left for gc (unless another runner's start-up sweep on the same
+    // engine gets there first).
+    let left = util::docker_labelled_containers(&run_id).len()
+        + docker_labelled("volume", Some(&run_id)).len();
+    eprintln!("left by the SIGKILLed runner: {left} objects");
+
+    let gc_started = util::now_secs();
+    let r = run(d.runner().arg("gc"));
+    r.expect_code(0);
+    assert!(r.stderr().contains("gc: removed"), "{}", r.explain());
+    assert!(
+        util::docker_labelled_containers(&run_id).is_empty(),
+        "{}",
+        r.explain()
+    );
+    assert!(docker_labelled("volume", Some(&run_id)).is_empty());
+    for kind in ["ps", "volume"] {
+        let left = util::abandoned_runner_objects(kind, gc_started);
+        assert!(left.is_empty(), "abandoned {kind} left after gc: {left:?}");
+    }
+}
+
+/// socat forwarding a loopback port to the Docker socket, in its own
+/// process group, killed (with its per-connection children) on drop.
+struct Forward {
+    child: Child,
+    port: u16,
+}
+
+impl Forward {
+    fn start() -> Forward {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let child = Command::new("socat")
+            .arg(format!("TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork"))
+            .arg("UNIX-CONNECT:/var/run/docker.sock")
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("this test needs socat: {e}"));
+        let fwd = Forward { child, port };
+        let until = Instant::now() + Duration::from_secs(5);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < until, "socat never listened on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        fwd
+    }
+}
+
+impl Drop for Forward {
+    fn drop(&mut self) {
+        let pgid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn remote_engine_over_tcp_copies_the_workspace_back_to_the_invoking_user() {
+    const NOBODY: u32 = 65534;
+    let _s = serial();
+    let fwd = Forward::start();
+    let d = Dir::new();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).expect("mkdir ws");
+    std::fs::write(ws.join("seed.txt"), "seed-content\n").expect("write seed");
+    // As root, the runner runs as an unprivileged user (it needs no socket
+    // access: the engine is "remote"), so "owned by the invoking user"
+    // means something: not root, not the sandbox's uid 1000.
+    let root = nix::unistd::geteuid().is_root();
+    let me = if root {
+        (NOBODY, NOBODY)
+    } else {
+        (
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        )
+    };
+    if root {
+        for p in [d.path(), &ws, &ws.join("seed.txt")] {
+            nix::unistd::chown(p, Some(NOBODY.into()), Some(NOBODY.into())).expect("chown");
+        }
+    }
+    let s = script(
+        &d,
+        json!([
+            {"tool_calls": [bash("cat seed.txt; mkdir -p out && echo made-in-sandbox > out/result.txt; id -u")]},
+            {"text": "done", "expect": "seed-content"}
+        ]),
+    );
+    let mut cmd = docker_runner(&d, &s);
+    cmd.env("DOCKER_HOST", format!("tcp://127.0.0.1:{}", fwd.port));
+    if root {
+        cmd.uid(NOBODY).gid(NOBODY);
+    }
+    let r = run(cmd.arg("--workspace").arg(&ws).arg("copy mode"));
+    drop(fwd);
+    r.expect_code(0);
+    let events = r.events();
+    assert_eq!(outcome(&events), "completed");
+    let results = tool_results(&events);
+    assert!(
+        output_of(results[0]).contains("1000"),
+        "the sandbox user is uid 1000{}",
+        r.explain()
+    );
+    let result = ws.join("out/result.txt");
+    assert_eq!(
+        std::fs::read_to_string(&result).ok().as_deref(),
+        Some("made-in-sandbox\n"),
+        "{}",
+        r.explain()
+    );
+    for p in [ws.join("out"), result, ws.join("seed.txt")] {
+        let m = std::fs::symlink_metadata(&p).expect("collected entry");
+        assert_eq!(
+            (m.uid(), m.gid()),
+            me,
+            "{p:?} belongs to the user who ran runner"
+        );
+    }
+    let run_id = run_id_of(&events);
+    assert!(util::docker_labelled_containers(&run_id).is_empty());
+    assert!(docker_labelled("volume", Some(&run_id)).is_empty());
+}
+
+#[test]
+fn confinement_probe_through_the_binary() {
+    let _s = serial();
+    let d = Dir::new();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).expect("mkdir ws");
+    let probe = Path::new(env!("CARGO_MANIFEST_DIR")).join("sandbox/probe.sh");
+    std::fs::copy(&probe, ws.join("probe.sh")).expect("copy probe.sh");
+    let canary = "canary-5b1d0e77c4";
+    let s = script(
+        &d,
+        json!([{"tool_calls": [bash("sh probe.sh RUNNER_CANARY")]}, {"text": "done"}]),
+    );
+    let r = run(docker_runner(&d, &s)
+        .env("RUNNER_CANARY", canary)
+        .args(["--memory", "96m", "--pids-limit", "77", "--workspace"])
+        .arg(&ws)
+        .arg("probe"));
+    r.expect_code(0);
+    let events = r.events();
+    let out = output_of(tool_results(&events)[0]).to_string();
+    let p = kv(&out);
+    let get = |k: &str| p.get(k).map(String::as_str).unwrap_or("<missing>");
+    let why = format!("probe output:\n{out}{}", r.explain());
+    assert_eq!(get("cap_eff"), "0000000000000000", "{why}");
+    assert_eq!(get("no_new_privs"), "1", "{why}");
+    assert_eq!(get("seccomp"), "2", "{why}");
+    assert!(!["0", "", "<missing>"].contains(&get("uid")), "{why}");
+    assert_eq!(get("net_ifaces"), "lo", "{why}");
+    assert_eq!(get("root_readonly"), "1", "{why}");
+    assert_eq!(get("workspace_writable"), "1", "{why}");
+    let mem = (96u64 << 20).to_string();
+    assert_eq!(get("memory_limit"), mem, "{why}");
+    assert_eq!(get("memsw_limit"), mem, "no swap: {why}");
+    assert_eq!(get("pids_limit"), "77", "{why}");
+    assert_eq!(get("docker_socket"), "0", "{why}");
+    assert_eq!(get("canary_visible"), "0", "{why}");
+    assert!(!r.stdout().contains(canary), "{why}");
+}
+
+#[test]
+fn sandbox_killed_from_outside_ends_the_run_with_an_error() {
+    let _s = serial();
+    let d = Dir::new();
+    let s = script(
+        &d,
+        json!([
+            {"tool_calls": [bash("sleep 600")]},
+            {"text": "the model must not be called again", "expect": "no tool result says this"}
+        ]),
+    );
+    let mut live = Live::spawn(docker_runner(&d, &s).arg("go"));
+    let run_id = live.wait_for("run_started", Duration::from_secs(30))["run_id"]
+        .as_str()
+        .expect("run_id")
+        .to_string();
+    let container = container_of(&run_id);
+    wait_for_process(&container, "sleep 600");
+    let killed = Instant::now();
+    docker(&["kill", &container]);
+    let f = live.finish(Duration::from_secs(30));
+    eprintln!("docker kill to runner exit: {:?}", killed.elapsed());
+    f.expect_code(2);
+    assert_eq!(outcome(&f.events), "error", "{}", f.explain());
+    let last = f.events.last().expect("events");
+    let error = last["error"].as_str().unwrap_or_default();
+    assert!(error.contains("sandbox died"), "{}", f.explain());
+    assert!(f.stderr.contains("sandbox died"), "{}", f.explain());
+    assert_eq!(
+        of_type(&f.events, "model_request").len(),
+        1,
+        "the model is not called after the sandbox died{}",
+        f.explain()
+    );
+    assert!(util::docker_labelled_containers(&run_id).is_empty());
+}
+
+#[test]
+fn memory_bomb_is_reported_to_the_model_as_out_of_memory() {
+    let _s = serial();
+    let d = Dir::new();
+    let s = script(
+        &d,
+        json!([
+            {"tool_calls": [bash("x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo ${#x}")]},
+            {"tool_calls": [bash("echo still-alive")], "expect": "out of memory"},
+            {"text": "done", "expect": "still-alive"}
+        ]),
+    );
+    let r = run(docker_runner(&d, &s).args(["--memory", "64m", "bomb"]));
+    r.expect_code(0);
+    let events = r.events();
+    let results = tool_results(&events);
+    assert_eq!(results[0]["oom_killed"], true, "{}", r.explain());
+    assert_eq!(results[0]["is_error"], true);
+    assert!(results[0]["exit_code"].is_null());
+    assert!(output_of(results[0]).contains("out of memory"));
+    assert_eq!(results[1]["oom_killed"], false);
+}
+
+#[test]
+fn a_1gb_output_flood_keeps_the_runner_small_and_counts_every_byte() {
+    const FLOOD_BYTES: u64 = 1_000_000_000;
+    const RSS_LIMIT_KIB: u64 = 100 * 1024;
+    let _s = serial();
+    let d = Dir::new();
+    let s = script(
+        &d,
+        json!([
+            {"tool_calls": [{"name": "bash", "input": {
+                "command": format!("head -c {FLOOD_BYTES} /dev/zero | tr '\\0' x"),
+                "timeout": 300
+            }}]},
+            {"text": "done"}
+        ]),
+    );
+    let mut child = docker_runner(&d, &s)
+        .arg("flood")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn runner");
+    let pid = child.id();
+    let started = Instant::now();
+    let mut peak_kib = 0;
+    let status = loop {
+        if let Some(kib) = util::peak_rss_kib(pid) {
+            peak_kib = peak_kib.max(kib);
+        }
+        match child.try_wait().expect("wait") {
+            Some(s) => break s,
+            None if started.elapsed() < Duration::from_secs(300) => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the flood run did not end within 300 s");
+            }
+        }
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut stderr);
+    }
+    eprintln!(
+        "1 GB flood through the binary: {:?}, runner peak RSS {} KiB",
+        started.elapsed(),
+        peak_kib
+    );
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(peak_kib > 0, "VmHWM was read");
+    assert!(
+        peak_kib < RSS_LIMIT_KIB,
+        "runner peak RSS {peak_kib} KiB during the flood"
+    );
+    let traj = d.trajectory();
+    let results = tool_results(&traj);
+    assert_eq!(results[0]["bytes_seen"], FLOOD_BYTES, "{}", results[0]);
+    assert_eq!(results[0]["exit_code"], 0);
+    let shown = output_of(results[0]);
+    assert!(shown.len() < 12_000, "the model sees {} bytes", shown.len());
+    assert!(
+        shown.contains(&format!("of {FLOOD_BYTES} total")),
+        "{shown:.300}"
+    );
+    let full = results[0]["full_output"]
+        .as_str()
+        .expect("full_output path");
+    let full = if Path::new(full).is_absolute() {
+        Path::new(full).to_path_buf()
+    } else {
+        d.path().join(full)
+    };
+    let size = std::fs::metadata(&full).expect("full output file").len();
+    assert!(
+        (64 << 20..(64 << 20) + 200).contains(&size),
+        "full output capped at 64 MiB, got {size}"
+    );
+}
+
+#[test]
+fn loosenings_are_warned_about_and_recorded() {
+    let _s = serial();
+    let d = Dir::new();
+    let s = script(&d, json!([{"text": "done"}]));
+    let r = run(docker_runner(&d, &s).args(["--network", "bridge", "--writable-rootfs", "go"]));
+    r.expect_code(0);
+    let err = r.stderr();
+    assert!(
+        err.contains("warning: sandbox loosened: network 'bridge'"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        err.contains("warning: sandbox loosened: root filesystem writable"),
+        "{}",
+        r.explain()
+    );
+    let events = r.events();
+    let started = of_type(&events, "run_started")[0];
+    let loosenings: Vec<&str> = started["config"]["loosenings"]
+        .as_array()
+        .expect("config.loosenings")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(loosenings.len(), 2, "{loosenings:?}");
+    assert!(loosenings[0].contains("bridge"), "{loosenings:?}");
+    assert!(loosenings[1].contains("root filesystem"), "{loosenings:?}");
+    // The default sandbox records none.
+    let d2 = Dir::new();
+    let s2 = script(&d2, json!([{"text": "done"}]));
+    let r2 = run(docker_runner(&d2, &s2).arg("go"));
+    r2.expect_code(0);
+    let events = r2.events();
+    assert_eq!(
+        of_type(&events, "run_started")[0]["config"]["loosenings"],
+        json!([])
+    );
+    assert!(!r2.stderr().contains("loosened"), "{}", r2.explain());
+}
+
+#[test]
+fn home_is_the_sandbox_home_and_writable() {
+    let _s = serial();
+    let d = Dir::new();
+    let host_home = d.path().display().to_string();
+    let s = script(
+        &d,
+        json!([
+            {"tool_calls": [bash(
+                "echo \"home=$HOME\"; mkdir -p ~/.cache/t && echo cached > ~/.cache/t/f && cat ~/.cache/t/f; \
+                 echo \"owner=$(stat -c %u ~)\"; echo \"me=$(id -u)\"; df -k ~ | tail -n 1"
+            )]},
+            {"text": "done"}
+        ]),
+    );
+    // Dir::runner sets HOME to the test's directory: a host path.
+    let r = run(docker_runner(&d, &s).arg("home"));
+    r.expect_code(0);
+    let events = r.events();
+    let out = output_of(tool_results(&events)[0]).to_string();
+    let p = kv(&out);
+    assert_eq!(
+        p.get("home").map(String::as_str),
+        Some("/home/sandbox"),
+        "{out}"
+    );
+    assert!(out.contains("cached"), "{out}");
+    assert_eq!(
+        p.get("owner"),
+        p.get("me"),
+        "HOME belongs to the sandbox user: {out}"
+    );
+    assert!(out.contains("tmpfs"), "HOME is a tmpfs: {out}");
+    assert!(!out.contains(&host_home), "the host's HOME leaked: {out}");
+
+    // The full image has git: `git config --global` works on the read-only root.
+    let d = Dir::new();
+    let s = script(
+        &d,
+        json!([
+            {"tool_calls": [bash("git config --global user.name Sandbox && git config --global --get user.name")]},
+            {"text": "done"}
+        ]),
+    );
+    util::require_docker();
+    let r = run(d.runner().args([
+        "--executor",
+        "docker",
+        "--image",
+        "runner-sandbox:bookworm",
+        "--provider",
+        "scripted",
+        "--script",
+        &s,
+        "--json",
+        "git",
+    ]));
+    r.expect_code(0);
+    let events = r.events();
+    let res = tool_results(&events)[0];
+    assert_eq!(res["exit_code"], 0, "{}", r.explain());
+    assert!(output_of(res).contains("Sandbox"), "{}", r.explain());
+}
+
+#[test]
+fn docker_down_is_one_error_line_with_a_hint_and_exit_2() {
+    let d = Dir::new();
+    let s = script(&d, json!([{"text": "never"}]));
+    let r = run(d
+        .runner()
+        .env("DOCKER_HOST", "unix:///nonexistent.sock")
+        .args([
+            "--executor",
+            "docker",
+            "--provider",
+            "scripted",
+            "--script",
+            &s,
+            "go",
+        ]));
+    r.expect_code(2);
+    assert!(r.elapsed < Duration::from_secs(5), "took {:?}", r.elapsed);
+    let err = r.stderr();
+    let lines: Vec<&str> = err.lines().collect();
+    let errors: Vec<&&str> = lines.iter().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "one error line{}", r.explain());
+    assert!(
+        errors[0].contains("Docker is not reachable"),
+        "{}",
+        r.explain()
+    );
+    assert!(errors[0].contains("/nonexistent.sock"), "{}", r.explain());
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("error:"))
+        .unwrap_or(0);
+    assert!(
+        lines.get(at + 1).is_some_and(|l| l.starts_with("hint: ")),
+        "a hint follows the error{}",
+        r.explain()
+    );
+    let traj = d.trajectory();
+    assert_eq!(outcome(&traj), "error");
+    assert_eq!(of_type(&traj, "model_request").len(), 0);
+}
+
+#[test]
+fn timeout_kills_every_process_the_command_started() {
+    let _s = serial();
+    let d = Dir::new();
+    let escaping = "echo before; setsid sleep 1001 & nohup sleep 1002 >/dev/null 2>&1 & \
+        (trap '' TERM; while :; do sleep 1; done) & (sleep 1003 &); sleep 1004";
+    let s = script(
+        &d,
+        json!([
+            {"tool_calls": [{"name": "bash", "input": {"command": escaping, "timeout": 2}}]},
+            {"tool_calls": [bash("ps -o pid,args")], "expect": "timed out"},
+            {"text": "done"}
+        ]),
+    );
+    let r = run(docker_runner(&d, &s).arg("escape"));
+    r.expect_code(0);
+    let events = r.events();
+    let results = tool_results(&events);
+    assert_eq!(results[0]["timed_out"], true, "{}", r.explain());
+    assert!(output_of(results[0]).contains("before"), "{}", r.explain());
+    let ms = results[0]["duration_ms"].as_u64().unwrap_or(u64::MAX);
+    eprintln!(
+        "timeout: deadline to every process gone {} ms",
+        ms.saturating_sub(2000)
+    );
+    assert!(ms < 6000, "the kill took {ms} ms after start");
+    let ps = output_of(results[1]);
+    assert!(ps.contains("ps -o pid,args"), "ps works: {ps}");
+    assert!(
+        !ps.contains("sleep 100") && !ps.contains("echo before"),
+        "no process of the timed-out command survives:\n{ps}"
+    );
+}
