@@ -66,7 +66,7 @@ impl Plan {
             b4_rounds: pick(5, 1),
             b5_bytes: if quick { 64 << 20 } else { 1 << 30 },
             b5_rounds: pick(2, 1),
-            b6_rounds: pick(5, 2),
+            b6_rounds: pick(10, 2),
             b7_turns: pick(200, 20),
             b7_warmup: pick(10, 2),
         }
@@ -101,6 +101,52 @@ fn parse_args() -> Result<Args, String> {
         }
     }
     Ok(args)
+}
+
+/// Where a run's results go, and the command that reproduces it.
+struct Outputs {
+    mode: &'static str,
+    command: String,
+    dir: PathBuf,
+    markdown: PathBuf,
+}
+
+impl Outputs {
+    /// Only a full run of every benchmark writes bench/ and BENCHMARKS.md;
+    /// quick and partial runs write under target/, updating a copy of
+    /// BENCHMARKS.md so that code path is still exercised.
+    fn new(root: &Path, quick: bool, only: Option<&[String]>) -> Outputs {
+        let mode = if quick { "quick" } else { "full" };
+        let command = match (quick, only) {
+            (false, None) => {
+                return Outputs {
+                    mode,
+                    command: "make bench".into(),
+                    dir: root.join("bench"),
+                    markdown: root.join("BENCHMARKS.md"),
+                };
+            }
+            (true, None) => "make bench-quick".to_string(),
+            (_, Some(ids)) => format!(
+                "cargo bench --bench suite -- --{mode} --only {}",
+                ids.join(",")
+            ),
+        };
+        let dir = root.join(if only.is_some() {
+            "target/bench-partial"
+        } else {
+            "target/bench-quick"
+        });
+        let markdown = dir.join("BENCHMARKS.md");
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::copy(root.join("BENCHMARKS.md"), &markdown);
+        Outputs {
+            mode,
+            command,
+            dir,
+            markdown,
+        }
+    }
 }
 
 /// Refuses to start without Docker, the images or the release binary.
@@ -151,40 +197,20 @@ fn main() -> ExitCode {
             "{left} bench containers were left behind (now removed)"
         ));
     }
-    let (mode, command, dir, md) = if plan.quick {
-        let dir = root.join("target/bench-quick");
-        (
-            "quick",
-            "make bench-quick",
-            dir.clone(),
-            dir.join("BENCHMARKS.md"),
-        )
-    } else {
-        (
-            "full",
-            "make bench",
-            root.join("bench"),
-            root.join("BENCHMARKS.md"),
-        )
-    };
-    if plan.quick {
-        // Exercise the markdown update on a copy, leaving the tree clean.
-        let _ = std::fs::create_dir_all(&dir);
-        let _ = std::fs::copy(root.join("BENCHMARKS.md"), &md);
-    }
+    let out = Outputs::new(&root, plan.quick, args.only.as_deref());
     let results = report::Results {
-        mode,
-        command,
+        mode: out.mode,
+        command: &out.command,
         finished_at: chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
         wall_secs: started.elapsed().as_secs_f64(),
         fingerprint: &fp,
         rows: &rows,
         failures: &failures,
     };
-    let json = dir.join("results.json");
+    let (json, md) = (out.dir.join("results.json"), &out.markdown);
     let written = results
         .write_json(&json)
-        .and_then(|()| results.update_markdown(&md));
+        .and_then(|()| results.update_markdown(md));
     print!("{}", results.markdown());
     if let Err(e) = written {
         eprintln!("error: {e}");
