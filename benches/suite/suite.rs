@@ -120,6 +120,8 @@ pub fn b3(plan: &Plan, tmp: &Path) -> Result<Vec<Row>, String> {
                     .args(["--agent", "oracle", "--jobs", &k.to_string()])
                     .current_dir(tmp);
                 let r = run_child(&mut cmd, false)?;
+                // Exit 0 means every task passed: `--min-pass-rate`
+                // defaults to 1.0. Run directories go under `tmp`.
                 if !r.status.success() {
                     return Err(format!("runner eval --jobs {k} exited {}", r.status));
                 }
