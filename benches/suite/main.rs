@@ -169,7 +169,20 @@ fn preflight(runner_bin: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// `cargo test --all-targets` builds and runs bench targets too, without
+/// `--bench` (and with test-harness flags such as `--test-threads=2`):
+/// the suite only runs when `cargo bench` or a person asks for it.
+fn asked_to_run() -> bool {
+    std::env::args()
+        .skip(1)
+        .any(|a| matches!(a.as_str(), "--bench" | "--quick" | "--full"))
+}
+
 fn main() -> ExitCode {
+    if !asked_to_run() {
+        eprintln!("suite: not run under `cargo test`; use `make bench` or `make bench-quick`");
+        return ExitCode::SUCCESS;
+    }
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
