@@ -103,6 +103,10 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
+/// What `make bench` runs, spelled out in the results.
+const FULL_COMMAND: &str =
+    "`make bench` (= `cargo build --release --bin runner && cargo bench --bench suite -- --full`)";
+
 /// Where a run's results go, and the command that reproduces it.
 struct Outputs {
     mode: &'static str,
@@ -121,14 +125,14 @@ impl Outputs {
             (false, None) => {
                 return Outputs {
                     mode,
-                    command: "make bench".into(),
+                    command: FULL_COMMAND.into(),
                     dir: root.join("bench"),
                     markdown: root.join("BENCHMARKS.md"),
                 };
             }
-            (true, None) => "make bench-quick".to_string(),
+            (true, None) => "`make bench-quick`".to_string(),
             (_, Some(ids)) => format!(
-                "cargo bench --bench suite -- --{mode} --only {}",
+                "`cargo bench --bench suite -- --{mode} --only {}`",
                 ids.join(",")
             ),
         };

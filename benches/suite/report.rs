@@ -19,7 +19,7 @@ const BUSY_LOAD_PER_CPU: f64 = 0.5;
 #[derive(Serialize)]
 pub struct Results<'a> {
     pub mode: &'a str,
-    /// The command that reproduces this run.
+    /// The command that reproduces this run (Markdown, with backticks).
     pub command: &'a str,
     pub finished_at: String,
     pub wall_secs: f64,
@@ -49,7 +49,7 @@ impl Results<'_> {
             self.mode, self.finished_at
         );
         s += &format!(
-            "Reproduce: `{}` ({:.0} s for the whole run).\n\n",
+            "Reproduce: {} ({:.0} s for the whole run).\n\n",
             self.command, self.wall_secs
         );
         s += &format!(
