@@ -4,7 +4,7 @@
 CARGO ?= cargo
 RUNNER := target/debug/runner
 
-.PHONY: all build test lint fmt sandbox-image sandbox-tiny sandbox-full demo clean-runs bench bench-quick
+.PHONY: all build test lint fmt sandbox-image sandbox-tiny sandbox-full demo clean-runs bench bench-quick bench-images
 
 all: build
 
@@ -35,3 +35,23 @@ fmt:
 demo: sandbox-full build
 	$(RUNNER) --provider scripted --script examples/demo/script.json \
 		--image runner-sandbox:bookworm --keep-workspace "$$(cat examples/demo/task.md)"
+
+## Benchmarks (issue 5): runner and its peers, interleaved, in one run. `bench` writes
+## bench/results.json and the generated section of BENCHMARKS.md; `bench-quick` only
+## checks that the suite still works (CI), writing under target/bench-quick/.
+BENCH_IMAGES := runner-sandbox:tiny runner-sandbox:bookworm
+
+bench-images:
+	@for img in $(BENCH_IMAGES); do \
+		docker image inspect $$img >/dev/null 2>&1 || { \
+			echo "error: image $$img is missing" >&2; \
+			echo "hint: run \`make sandbox-image\` first" >&2; exit 2; }; \
+	done
+
+bench: bench-images
+	$(CARGO) build --release --bin runner
+	$(CARGO) bench --bench suite -- --full
+
+bench-quick: bench-images
+	$(CARGO) build --release --bin runner
+	$(CARGO) bench --bench suite -- --quick
