@@ -13,7 +13,8 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use runner::model::anthropic::{AnthropicConfig, AnthropicModel};
+use runner::model::anthropic::AnthropicModel;
+use runner::model::http::ApiConfig;
 use runner::model::{Block, Message, Model, ModelRequest, Role, ToolSpec};
 use serde_json::{Value, json};
 
@@ -192,8 +193,7 @@ fn bash_spec() -> ToolSpec {
 /// B7: `plan.b7_turns` streamed turns through the Anthropic client.
 pub fn b7(plan: &Plan) -> Result<Vec<Row>, String> {
     let base = start_server()?;
-    let mut cfg = AnthropicConfig::new("claude-bench", Some("bench-key".into()));
-    cfg.base_url = base;
+    let cfg = ApiConfig::new("claude-bench", Some("bench-key".into()), &base);
     let model = AnthropicModel::new(cfg).map_err(|e| format!("building the client: {e}"))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
