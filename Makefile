@@ -4,7 +4,7 @@
 CARGO ?= cargo
 RUNNER := target/debug/runner
 
-.PHONY: all build test lint fmt sandbox-image sandbox-tiny sandbox-full demo clean-runs bench bench-quick
+.PHONY: all build test lint fmt sandbox-image sandbox-tiny sandbox-full demo clean-runs bench bench-quick eval-demo
 
 all: build
 
@@ -35,3 +35,7 @@ fmt:
 demo: sandbox-full build
 	$(RUNNER) --provider scripted --script examples/demo/script.json \
 		--image runner-sandbox:bookworm --keep-workspace "$$(cat examples/demo/task.md)"
+
+## Every example task with its reference solution (Harbor format, offline).
+eval-demo: sandbox-full build
+	$(RUNNER) eval examples/tasks --agent oracle

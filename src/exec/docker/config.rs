@@ -90,6 +90,10 @@ pub struct DockerConfig {
     pub workspace: Option<PathBuf>,
     /// How the workspace reaches the container.
     pub workspace_mode: WorkspaceMode,
+    /// Copy mode only: start the volume empty instead of filled with the
+    /// image's /workspace, so the container sees exactly the uploaded tree
+    /// (a verifier must not see files the agent deleted come back).
+    pub volume_no_copy: bool,
     /// The only environment the container gets; the runner's own
     /// environment is never inherited.
     pub env: Vec<(String, String)>,
@@ -116,6 +120,7 @@ impl Default for DockerConfig {
             tmp_size_bytes: DEFAULT_TMP_SIZE_BYTES,
             workspace: None,
             workspace_mode: WorkspaceMode::Auto,
+            volume_no_copy: false,
             env: Vec::new(),
             run_id: "run".to_string(),
             labels: Vec::new(),

@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bollard::Docker;
-use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, ResourcesUlimits};
+use bollard::models::{
+    ContainerCreateBody, HostConfig, Mount, MountType, MountVolumeOptions, ResourcesUlimits,
+};
 use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
 
 use super::client::{CALL_TIMEOUT, call, short, status_of};
@@ -112,6 +114,10 @@ pub fn spec(cfg: &DockerConfig, mount: &WorkspaceMount<'_>) -> ContainerCreateBo
             source: Some((*name).into()),
             typ: Some(MountType::VOLUME),
             read_only: Some(false),
+            volume_options: cfg.volume_no_copy.then(|| MountVolumeOptions {
+                no_copy: Some(true),
+                ..Default::default()
+            }),
             ..Default::default()
         }]),
     };

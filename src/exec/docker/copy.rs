@@ -52,14 +52,26 @@ pub async fn upload(
     uid: u32,
     gid: u32,
 ) -> Result<(), ExecError> {
+    upload_to(docker, id, host, CONTAINER_WORKDIR, uid, gid).await
+}
+
+/// Tars the content of the host directory `host` (links kept as links,
+/// never followed; entries owned by `uid:gid`) and extracts it into the
+/// existing directory `dest` of the container.
+pub async fn upload_to(
+    docker: &Docker,
+    id: &str,
+    host: &Path,
+    dest: &str,
+    uid: u32,
+    gid: u32,
+) -> Result<(), ExecError> {
     let mut builder = tar::Builder::new(Vec::new());
     add_dir(&mut builder, host, Path::new(""), uid, gid)?;
     let data = builder.into_inner()?;
-    let opts = UploadToContainerOptionsBuilder::new()
-        .path(CONTAINER_WORKDIR)
-        .build();
+    let opts = UploadToContainerOptionsBuilder::new().path(dest).build();
     call(
-        "upload workspace",
+        "upload files",
         short(id),
         CALL_TIMEOUT,
         docker.upload_to_container(id, Some(opts), bollard::body_full(data.into())),

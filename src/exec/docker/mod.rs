@@ -12,6 +12,7 @@ mod image;
 mod kill;
 mod owner;
 mod run;
+mod seed;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +29,7 @@ pub use config::{
 };
 pub use container::{LABEL_MANAGED, LABEL_OWNER_PID, LABEL_RUN_ID, MANAGED_VALUE};
 pub use gc::{GcReport, gc};
+pub use seed::seed_workspace;
 
 use super::{ExecError, ExecOutput, ExecRequest, Executor};
 use client::{CALL_TIMEOUT, call, short};
@@ -189,6 +191,20 @@ impl DockerExecutor {
     /// Every way this sandbox is weaker than the default, for the trajectory.
     pub fn loosenings(&self) -> Vec<String> {
         self.loosenings.clone()
+    }
+
+    /// Copies the content of the host directory `host` into the existing
+    /// directory `dest` of the container (archive API; links are not
+    /// followed), owned by the sandbox user.
+    pub async fn upload_dir(&self, host: &std::path::Path, dest: &str) -> Result<(), ExecError> {
+        let (uid, gid) = numeric_user(&self.user).unwrap_or((0, 0));
+        copy::upload_to(&self.docker, &self.id, host, dest, uid, gid).await
+    }
+
+    /// Removes the container without collecting the workspace (copy mode
+    /// leaves the host directory as it was). Idempotent.
+    pub async fn discard(&self) -> Result<(), ExecError> {
+        self.finish(false).await
     }
 
     /// The shell commands run under (`bash` or `sh`).
