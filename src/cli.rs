@@ -105,6 +105,10 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = crate::config::DEFAULT_PIDS_LIMIT)]
     pub pids_limit: i64,
 
+    /// User of the agent's commands (uid[:gid]); the verifier always runs as root.
+    #[arg(long, default_value = crate::config::DEFAULT_USER)]
+    pub user: String,
+
     /// Make the agent's root filesystem writable (grading never sees it).
     #[arg(long)]
     pub writable_rootfs: bool,

@@ -103,6 +103,11 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
         .output_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from("runs").join(&suite_id));
+    // Absolute, so the reports' paths work from anywhere.
+    let out_dir = std::path::absolute(&out_dir).map_err(|source| EvalError::Write {
+        path: out_dir.clone(),
+        source,
+    })?;
     let cancel = CancellationToken::new();
     crate::app::spawn_signal_watch(cancel.clone());
 
@@ -198,7 +203,7 @@ fn base_run_args(args: &EvalArgs) -> RunArgs {
         cpus: crate::config::DEFAULT_CPUS,
         memory: crate::config::DEFAULT_MEMORY.into(),
         pids_limit: args.pids_limit,
-        user: crate::config::DEFAULT_USER.into(),
+        user: args.user.clone(),
         writable_rootfs: args.writable_rootfs,
     }
 }
