@@ -210,6 +210,7 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
 /// Runs the agent loop once on `task` in an already started executor,
 /// recording into `run_dir` through `sink`; `runner eval` uses it for each
 /// attempt. Returns how the run ended and the conversation's totals.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_once(
     config: &Config,
     model: &dyn Model,

@@ -28,7 +28,7 @@ pub enum Command {
     /// Remove containers and other objects left by runs whose runner is gone or expired.
     Gc(GcArgs),
     /// Run a suite of Harbor-format tasks, each in its own sandbox, grade each in a fresh one, and report.
-    Eval(EvalArgs),
+    Eval(Box<EvalArgs>),
 }
 
 /// What plays the agent in `runner eval`.

@@ -145,7 +145,7 @@ pub async fn run(
     };
     rec.phases.agent_ms = ms(agent_start);
     rec.steps = convo.steps;
-    rec.usage = convo.usage.clone();
+    rec.usage = convo.usage;
     rec.cost_usd = convo.cost_usd;
     rec.agent_outcome = if timed_out && !cancel.is_cancelled() {
         "agent_timeout".into()
@@ -159,7 +159,7 @@ pub async fn run(
     sink(&Event::RunFinished {
         outcome: end.outcome,
         steps: convo.steps,
-        usage: convo.usage.clone(),
+        usage: convo.usage,
         cost_usd: convo.cost_usd,
         duration_ms: rec.phases.agent_ms,
         error: end.error.clone(),

@@ -67,7 +67,7 @@ pub fn eval(d: &Dir, args: &[&str]) -> Ran {
     run(&mut eval_cmd(d, args))
 }
 
-pub fn eval_cmd<'a>(d: &Dir, args: &[&str]) -> Command {
+pub fn eval_cmd(d: &Dir, args: &[&str]) -> Command {
     let mut c = d.runner();
     c.arg("eval").args(args).args([
         "--output-dir",
