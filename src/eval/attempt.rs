@@ -12,10 +12,11 @@ use super::grade::{GradeError, GradeSpec, grade};
 use super::outcome::{Attempt, Status};
 use super::task::Task;
 use crate::agent::{Conversation, RunEnd};
-use crate::app::{build_executor, build_model, run_once};
+use crate::app::{build_model, docker_config, run_once};
 use crate::cli::{AgentKind, Network, RunArgs};
 use crate::config::Config;
 use crate::event::{Event, Outcome};
+use crate::exec::docker::{DockerConfig, DockerExecutor, seed_workspace};
 use crate::exec::{ExecRequest, Executor};
 use crate::render::Human;
 use crate::trajectory::{Redactor, RunDir};
@@ -109,12 +110,17 @@ pub async fn run(
             "agent": ctx.agent.as_str(), "network": rec.network}, "run": config.public_json()}),
     });
     let setup_start = Instant::now();
-    let seeded = crate::exec::docker::seed_workspace(&image, workspace.path(), &run_id).await;
-    if let Err(e) = seeded {
-        return finish(infra(rec, format!("seeding the workspace: {e}")), started);
-    }
-    let executor = match build_executor(&config, &workspace, &run_id).await {
-        Ok(x) => x,
+    let workdir = match seed_workspace(&image, workspace.path(), &run_id).await {
+        Ok(s) => s.workdir,
+        Err(e) => return finish(infra(rec, format!("seeding the workspace: {e}")), started),
+    };
+    // The agent works in the image's working directory, as Harbor's agents do.
+    let docker_cfg = DockerConfig {
+        workdir: workdir.clone(),
+        ..docker_config(&config, &workspace, &run_id)
+    };
+    let executor: Arc<dyn Executor> = match DockerExecutor::start(docker_cfg).await {
+        Ok(x) => Arc::new(x),
         Err(e) => return finish(infra(rec, format!("agent sandbox: {e}")), started),
     };
     rec.phases.setup_ms = ms(setup_start);
@@ -194,6 +200,7 @@ pub async fn run(
             task: &task,
             image: &image,
             workspace: workspace.path(),
+            workdir: &workdir,
             network: config_network(&config),
             run_id: format!("{run_id}-verify"),
             log_path: &log_path,

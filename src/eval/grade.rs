@@ -75,6 +75,8 @@ pub struct GradeSpec<'a> {
     pub image: &'a str,
     /// The agent's final workspace on the host.
     pub workspace: &'a Path,
+    /// Where it goes in the container (the image's working directory).
+    pub workdir: &'a str,
     pub network: Option<String>,
     pub run_id: String,
     pub log_path: &'a Path,
@@ -117,6 +119,7 @@ pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Ve
         writable_rootfs: true,
         workspace: Some(spec.workspace.to_path_buf()),
         workspace_mode: WorkspaceMode::Copy,
+        workdir: spec.workdir.to_string(),
         volume_no_copy: true,
         env,
         run_id: spec.run_id.clone(),

@@ -90,6 +90,9 @@ pub struct DockerConfig {
     pub workspace: Option<PathBuf>,
     /// How the workspace reaches the container.
     pub workspace_mode: WorkspaceMode,
+    /// Absolute path of the workspace inside the container, where commands
+    /// start (an eval task's image `WORKDIR`); default /workspace.
+    pub workdir: String,
     /// Copy mode only: start the volume empty instead of filled with the
     /// image's /workspace, so the container sees exactly the uploaded tree
     /// (a verifier must not see files the agent deleted come back).
@@ -120,6 +123,7 @@ impl Default for DockerConfig {
             tmp_size_bytes: DEFAULT_TMP_SIZE_BYTES,
             workspace: None,
             workspace_mode: WorkspaceMode::Auto,
+            workdir: CONTAINER_WORKDIR.to_string(),
             volume_no_copy: false,
             env: Vec::new(),
             run_id: "run".to_string(),
@@ -176,6 +180,18 @@ impl DockerConfig {
             return Err(ExecError::Refused(format!(
                 "memory limit {} bytes is below Docker's minimum of 6 MiB",
                 self.memory_bytes
+            )));
+        }
+        let wd = Path::new(&self.workdir);
+        if !wd.is_absolute()
+            || wd.parent().is_none()
+            || wd
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Err(ExecError::Refused(format!(
+                "workdir '{}' must be an absolute path below /",
+                self.workdir
             )));
         }
         if self.pids_limit <= 0 {

@@ -10,7 +10,7 @@ use bollard::models::{
 use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
 
 use super::client::{CALL_TIMEOUT, call, short, status_of};
-use super::config::{CONTAINER_WORKDIR, DEFAULT_RUN_SIZE_BYTES, DockerConfig, EXPIRY_MARGIN_SECS};
+use super::config::{DEFAULT_RUN_SIZE_BYTES, DockerConfig, EXPIRY_MARGIN_SECS};
 use crate::exec::ExecError;
 
 /// Label marking every object the runner creates.
@@ -103,14 +103,14 @@ pub fn spec(cfg: &DockerConfig, mount: &WorkspaceMount<'_>) -> ContainerCreateBo
     let mounts = match mount {
         WorkspaceMount::None => None,
         WorkspaceMount::Bind(src) => Some(vec![Mount {
-            target: Some(CONTAINER_WORKDIR.into()),
+            target: Some(cfg.workdir.clone()),
             source: Some((*src).into()),
             typ: Some(MountType::BIND),
             read_only: Some(false),
             ..Default::default()
         }]),
         WorkspaceMount::Volume(name) => Some(vec![Mount {
-            target: Some(CONTAINER_WORKDIR.into()),
+            target: Some(cfg.workdir.clone()),
             source: Some((*name).into()),
             typ: Some(MountType::VOLUME),
             read_only: Some(false),
@@ -156,7 +156,7 @@ pub fn spec(cfg: &DockerConfig, mount: &WorkspaceMount<'_>) -> ContainerCreateBo
         entrypoint: Some(vec!["sleep".into()]),
         cmd: Some(vec![idle_secs.to_string()]),
         user: Some("0:0".into()),
-        working_dir: Some(CONTAINER_WORKDIR.into()),
+        working_dir: Some(cfg.workdir.clone()),
         env: Some(cfg.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
         labels: Some(labels(cfg)),
         network_disabled: Some(cfg.network.is_none()),

@@ -16,7 +16,7 @@ use bollard::query_parameters::{
 use futures::StreamExt;
 
 use super::client::{CALL_TIMEOUT, call, docker_err, short};
-use super::config::{CONTAINER_WORKDIR, DockerConfig};
+use super::config::DockerConfig;
 use super::container::labels;
 use crate::exec::ExecError;
 
@@ -42,17 +42,6 @@ pub async fn create_volume(
     )
     .await?;
     Ok(())
-}
-
-/// Tars the host workspace (entries owned by `uid:gid`) and uploads it.
-pub async fn upload(
-    docker: &Docker,
-    id: &str,
-    host: &Path,
-    uid: u32,
-    gid: u32,
-) -> Result<(), ExecError> {
-    upload_to(docker, id, host, CONTAINER_WORKDIR, uid, gid).await
 }
 
 /// Tars the content of the host directory `host` (links kept as links,
@@ -115,12 +104,17 @@ fn add_dir(
     Ok(())
 }
 
-/// Downloads /workspace and replaces the host directory's content with it.
-/// Extraction goes to a staging directory first, so a failed download
-/// leaves the host workspace as it was.
-pub async fn download(docker: &Docker, id: &str, host: &Path) -> Result<CollectReport, ExecError> {
+/// Downloads the container's `workdir` and replaces the host directory's
+/// content with it. Extraction goes to a staging directory first, so a
+/// failed download leaves the host workspace as it was.
+pub async fn download(
+    docker: &Docker,
+    id: &str,
+    host: &Path,
+    workdir: &str,
+) -> Result<CollectReport, ExecError> {
     let opts = DownloadFromContainerOptionsBuilder::new()
-        .path(CONTAINER_WORKDIR)
+        .path(workdir)
         .build();
     let mut stream = docker.download_from_container(id, Some(opts));
     let mut file = tempfile::tempfile()?;
@@ -150,7 +144,12 @@ pub async fn download(docker: &Docker, id: &str, host: &Path) -> Result<CollectR
     }
     file.rewind()?;
     let host = host.to_path_buf();
-    tokio::task::spawn_blocking(move || replace_from_tar(file, &host))
+    // Docker names the entries after the directory's last component.
+    let top = Path::new(workdir)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    tokio::task::spawn_blocking(move || replace_from_tar(file, &host, &top))
         .await
         .map_err(|e| ExecError::Spawn(format!("collect task failed: {e}")))?
 }
@@ -162,12 +161,16 @@ pub struct CollectReport {
     pub skipped: Vec<String>,
 }
 
-fn replace_from_tar(tar_file: impl Read, host: &Path) -> Result<CollectReport, ExecError> {
+fn replace_from_tar(
+    tar_file: impl Read,
+    host: &Path,
+    top: &str,
+) -> Result<CollectReport, ExecError> {
     let parent = host.parent().unwrap_or(Path::new("/"));
     let stage = tempfile::Builder::new()
         .prefix(".runner-collect-")
         .tempdir_in(parent)?;
-    let report = extract(tar_file, stage.path())?;
+    let report = extract_under(tar_file, stage.path(), top)?;
     for entry in fs::read_dir(host)? {
         let p = entry?.path();
         if fs::symlink_metadata(&p)?.is_dir() {
@@ -186,13 +189,24 @@ fn replace_from_tar(tar_file: impl Read, host: &Path) -> Result<CollectReport, E
 
 /// Extracts a Docker archive of `/workspace` (entries `workspace/...`)
 /// into the empty directory `dest`.
+#[cfg(test)]
 pub fn extract(tar_file: impl Read, dest: &Path) -> Result<CollectReport, ExecError> {
+    extract_under(tar_file, dest, "workspace")
+}
+
+/// Extracts a Docker archive of a directory whose entries start with `top`
+/// into the empty directory `dest`.
+pub fn extract_under(
+    tar_file: impl Read,
+    dest: &Path,
+    top: &str,
+) -> Result<CollectReport, ExecError> {
     let mut report = CollectReport::default();
     let mut archive = tar::Archive::new(tar_file);
     for entry in archive.entries()? {
         let mut entry = entry?;
         let raw = entry.path()?.into_owned();
-        let Some(rel) = relative_inside(&raw) else {
+        let Some(rel) = relative_inside(&raw, top) else {
             report.skipped.push(raw.display().to_string());
             continue;
         };
@@ -241,12 +255,12 @@ pub fn extract(tar_file: impl Read, dest: &Path) -> Result<CollectReport, ExecEr
     Ok(report)
 }
 
-/// Strips the leading `workspace` component; `None` for anything that is
-/// not a plain relative path below it.
-fn relative_inside(raw: &Path) -> Option<PathBuf> {
+/// Strips the leading `top` component; `None` for anything that is not a
+/// plain relative path below it.
+fn relative_inside(raw: &Path, top: &str) -> Option<PathBuf> {
     let mut comps = raw.components();
     match comps.next()? {
-        Component::Normal(first) if first == "workspace" => {}
+        Component::Normal(first) if first == top => {}
         _ => return None,
     }
     let mut out = PathBuf::new();

@@ -29,7 +29,7 @@ pub use config::{
 };
 pub use container::{LABEL_MANAGED, LABEL_OWNER_PID, LABEL_RUN_ID, MANAGED_VALUE};
 pub use gc::{GcReport, gc};
-pub use seed::seed_workspace;
+pub use seed::{Seeded, seed_workspace};
 
 use super::{ExecError, ExecOutput, ExecRequest, Executor};
 use client::{CALL_TIMEOUT, call, short};
@@ -58,6 +58,7 @@ pub struct DockerExecutor {
     user: String,
     shell: &'static str,
     idle_pid: Option<u32>,
+    workdir: String,
     memory_bytes: i64,
     pids_limit: i64,
     loosenings: Vec<String>,
@@ -141,6 +142,7 @@ impl DockerExecutor {
             user,
             shell: "sh",
             idle_pid: None,
+            workdir: cfg.workdir.clone(),
             memory_bytes: cfg.memory_bytes,
             pids_limit: cfg.pids_limit,
             loosenings: cfg.loosenings(),
@@ -178,7 +180,7 @@ impl DockerExecutor {
         }
         if let Some(Workspace::Copy { host, .. }) = &self.workspace {
             let (uid, gid) = numeric_user(&self.user).unwrap_or((0, 0));
-            copy::upload(&self.docker, &self.id, host, uid, gid).await?;
+            copy::upload_to(&self.docker, &self.id, host, &self.workdir, uid, gid).await?;
         }
         Ok(())
     }
@@ -221,7 +223,7 @@ impl DockerExecutor {
         }
         let mut first_err = None;
         if collect && let Some(Workspace::Copy { host, .. }) = &self.workspace {
-            match copy::download(&self.docker, &self.id, host).await {
+            match copy::download(&self.docker, &self.id, host, &self.workdir).await {
                 Ok(rep) if !rep.skipped.is_empty() => tracing::warn!(
                     skipped = ?rep.skipped,
                     "workspace entries not collected (links out, devices or unsafe paths)"
@@ -291,7 +293,7 @@ impl Executor for DockerExecutor {
     }
 
     fn workdir(&self) -> String {
-        CONTAINER_WORKDIR.to_string()
+        self.workdir.clone()
     }
 
     async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError> {
@@ -309,6 +311,7 @@ impl Executor for DockerExecutor {
             idle_pid: self.idle_pid,
             memory_bytes: self.memory_bytes,
             pids_limit: self.pids_limit,
+            workdir: &self.workdir,
         };
         run::run(&target, &req, &mut oom_seen).await
     }
