@@ -62,7 +62,7 @@ pub async fn run(
         String::new(),
     );
     rec.phases.image_ms = image_ms;
-    let (network, network_note) = network_for(ctx, task);
+    let (network, network_note) = network_for(task.allow_internet, ctx.allow_internet);
     rec.network = network_note;
     let infra = |mut rec: Attempt, e: String| {
         rec.status = Status::Error;
@@ -240,8 +240,8 @@ fn ms(t: Instant) -> u64 {
 
 /// Network is opt-in twice: the task allows it AND runner was told
 /// `--allow-internet`.
-fn network_for(ctx: &AttemptCtx, task: &Task) -> (Network, String) {
-    match (task.allow_internet, ctx.allow_internet) {
+fn network_for(task_allows: bool, flag: bool) -> (Network, String) {
+    match (task_allows, flag) {
         (true, true) => (Network::Bridge, "bridge".into()),
         (true, false) => (
             Network::None,
@@ -402,6 +402,18 @@ fn base64_encode(data: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn network_needs_the_task_and_the_flag() {
+        assert_eq!(network_for(true, true).0, Network::Bridge);
+        let (net, note) = network_for(true, false);
+        assert_eq!(net, Network::None);
+        assert!(note.contains("--allow-internet"), "{note}");
+        assert_eq!(network_for(false, true).0, Network::None);
+        assert_eq!(network_for(false, false).0, Network::None);
+    }
+
     #[test]
     fn base64() {
         assert_eq!(super::base64_encode(b""), "");

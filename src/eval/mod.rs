@@ -39,6 +39,8 @@ pub enum EvalError {
     NoMatch(Vec<String>),
     #[error("{0}")]
     Config(#[from] ConfigError),
+    #[error("{0}")]
+    Model(#[from] crate::model::ModelError),
     #[error("--{flag} {detail}")]
     Flag { flag: &'static str, detail: String },
     #[error("cannot write {path}: {source}")]
@@ -60,6 +62,9 @@ impl EvalError {
             EvalError::Config(ConfigError::MissingScript) => {
                 Some("or use --agent oracle / --agent nop, which need no model")
             }
+            EvalError::Model(crate::model::ModelError::MissingKey { .. }) => Some(
+                "export the provider's API key, or use --provider scripted --script FILE, --agent oracle or --agent nop",
+            ),
             _ => None,
         }
     }
@@ -89,7 +94,11 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
     // Fail fast on flags every attempt would reject.
     let mut probe = base.clone();
     probe.image = "probe".into();
-    Config::from_args(&probe)?;
+    let probe = Config::from_args(&probe)?;
+    if args.agent_kind == crate::cli::AgentKind::Model {
+        // A missing key or an unreadable script fails the suite, not each attempt.
+        crate::app::build_model(&probe)?;
+    }
     let memory_bytes = args
         .memory
         .as_deref()

@@ -183,3 +183,62 @@ fn filter_and_attempts_give_pass_at_k() {
             .is_file()
     );
 }
+
+#[test]
+fn failed_image_build_is_an_infrastructure_error_and_summary_goes_to_github() {
+    let _g = prelude();
+    let d = Dir::new();
+    task(
+        d.path(),
+        "broken",
+        &[
+            ("instruction.md", "anything\n"),
+            (
+                "task.toml",
+                "[environment]\nbuild_timeout_sec = 120\nmemory_mb = 256\n",
+            ),
+            (
+                "environment/Dockerfile",
+                "FROM runner-sandbox:tiny\nRUN echo building; exit 3\n",
+            ),
+            ("tests/test.sh", "exit 0\n"),
+        ],
+    );
+    let gh = d.path().join("gh-summary.md");
+    let mut cmd = eval_cmd(&d, &["broken", "--agent", "nop"]);
+    cmd.env("GITHUB_STEP_SUMMARY", &gh);
+    let (ran, pid) = run_with_pid(cmd);
+    ran.expect_code(2);
+    assert_clean(pid, &ran.desc);
+    let r = report(&d, &ran);
+    let a = &r["attempts"][0];
+    assert_eq!(a["status"], "error", "{a}");
+    assert!(
+        a["error"].as_str().unwrap_or_default().contains("building"),
+        "{a}"
+    );
+    let md = std::fs::read_to_string(&gh).expect("GITHUB_STEP_SUMMARY written");
+    assert!(md.contains("| broken | 1 | ⚠️ error |"), "{md}");
+}
+
+#[test]
+fn model_agent_without_a_key_fails_before_any_sandbox() {
+    let d = Dir::new();
+    task(
+        d.path(),
+        "t",
+        &[
+            ("instruction.md", "x\n"),
+            ("task.toml", &toml(TINY, 10, 10)),
+            ("tests/test.sh", "exit 0\n"),
+        ],
+    );
+    let ran = run(d.runner().args(["eval", "t", "--provider", "anthropic"]));
+    ran.expect_code(2);
+    assert!(
+        ran.stderr().contains("ANTHROPIC_API_KEY"),
+        "{}",
+        ran.explain()
+    );
+    assert!(ran.stderr().contains("hint:"), "{}", ran.explain());
+}
