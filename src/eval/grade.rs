@@ -17,9 +17,19 @@
 //!   directory in it), PYTHONNOUSERSITE, PYTHONSAFEPATH (so `python3 -m
 //!   pytest` run in /workspace cannot import a planted `pytest.py`), no
 //!   bytecode writing; the task's `[verifier].env` is added on top.
+//! - Links in the workspace that resolve into /tests or /logs (an answer
+//!   file that is a link to the verifier's expected output) are removed
+//!   once /tests is in place, before test.sh runs.
 //! - The reward is read by runner from /logs/verifier after test.sh ends.
 //!
-//! What remains is the task's own responsibility: a test.sh that collects
+//! - The verifier may switch users (SETUID/SETGID are its only
+//!   capabilities), so a test.sh runs the agent's code unprivileged:
+//!   `setpriv --reuid=1000 --regid=1000 --clear-groups CMD`; that code can
+//!   then write neither /tests nor /logs, nor outlive test.sh to change the
+//!   reward, and a test.sh killed by a signal is an error, never a reward.
+//!
+//! What remains is the task's own responsibility: agent code that test.sh
+//! runs as root controls the verifier; a test.sh that collects
 //! tests from the workspace (`pytest /workspace`) loads the agent's
 //! `conftest.py`; tests should live in /tests (pytest's rootdir is then
 //! /tests and a /workspace conftest is never loaded) and import the code
@@ -121,6 +131,10 @@ pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Ve
         workspace_mode: WorkspaceMode::Copy,
         workdir: spec.workdir.to_string(),
         volume_no_copy: true,
+        // Only so test.sh can run the agent's code as an unprivileged user
+        // (`setpriv --reuid=1000 --regid=1000 --clear-groups CMD`), which
+        // then cannot touch /tests or /logs.
+        cap_add: vec!["SETUID".into(), "SETGID".into()],
         env,
         run_id: spec.run_id.clone(),
         max_run_time: timeout + Duration::from_secs(300),
@@ -154,6 +168,20 @@ async fn run_verifier(
         )));
     }
     sandbox.upload_dir(&task.tests_dir(), "/tests").await?;
+    let swept = control(sandbox, &sweep_links_command(&sandbox.workdir()), cancel).await?;
+    if swept.exit_code != Some(0) {
+        return Err(GradeError::Setup(format!(
+            "cannot check the workspace's links: {}",
+            swept.output.trim()
+        )));
+    }
+    if !swept.output.trim().is_empty() {
+        tracing::info!("{}", swept.output.trim());
+        let _ = std::fs::write(
+            log_path.with_file_name("verifier-links.log"),
+            format!("{}\n", swept.output.trim()),
+        );
+    }
     let out = sandbox
         .execute(ExecRequest {
             command: "exec bash /tests/test.sh".into(),
@@ -171,14 +199,19 @@ async fn run_verifier(
             secs: timeout.as_secs(),
         });
     }
-    let Some(code) = out.exit_code else {
-        return Err(GradeError::Killed {
-            oom: if out.oom_killed {
-                " (out of memory)"
-            } else {
-                ""
-            },
-        });
+    // Killed by a signal (or the memory limit): the verifier crashed, and
+    // whatever reward file is there may not be its own.
+    let code = match out.exit_code {
+        Some(c) if c < 128 => c,
+        _ => {
+            return Err(GradeError::Killed {
+                oom: if out.oom_killed {
+                    " (out of memory)"
+                } else {
+                    ""
+                },
+            });
+        }
     };
     let read = control(
         sandbox,
@@ -188,6 +221,16 @@ async fn run_verifier(
     )
     .await?;
     parse_reward(&read.output, code)
+}
+
+/// Removes every link under `workdir` that resolves into /tests or /logs,
+/// saying which.
+fn sweep_links_command(workdir: &str) -> String {
+    let workdir = workdir.replace('\'', "'\\''");
+    format!(
+        "find '{workdir}' -type l -exec sh -c 'for l; do t=$(readlink -f -- \"$l\") || continue; \
+         case \"$t\" in /tests|/tests/*|/logs|/logs/*) echo \"runner: removed link $l -> $t\"; rm -f -- \"$l\";; esac; done' sh {{}} +"
+    )
 }
 
 async fn control(

@@ -93,6 +93,10 @@ pub struct DockerConfig {
     /// Absolute path of the workspace inside the container, where commands
     /// start (an eval task's image `WORKDIR`); default /workspace.
     pub workdir: String,
+    /// Capabilities given back after dropping all (a loosening); the eval
+    /// verifier takes SETUID and SETGID so its tests can run the agent's
+    /// code as an unprivileged user.
+    pub cap_add: Vec<String>,
     /// Copy mode only: start the volume empty instead of filled with the
     /// image's /workspace, so the container sees exactly the uploaded tree
     /// (a verifier must not see files the agent deleted come back).
@@ -124,6 +128,7 @@ impl Default for DockerConfig {
             workspace: None,
             workspace_mode: WorkspaceMode::Auto,
             workdir: CONTAINER_WORKDIR.to_string(),
+            cap_add: Vec::new(),
             volume_no_copy: false,
             env: Vec::new(),
             run_id: "run".to_string(),
@@ -146,6 +151,9 @@ impl DockerConfig {
         }
         if self.writable_rootfs {
             out.push("root filesystem writable".to_string());
+        }
+        if !self.cap_add.is_empty() {
+            out.push(format!("capabilities added: {}", self.cap_add.join(", ")));
         }
         if user_is_root(&self.user) {
             out.push(format!("commands run as root ('{}')", self.user));

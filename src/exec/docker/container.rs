@@ -128,6 +128,7 @@ pub fn spec(cfg: &DockerConfig, mount: &WorkspaceMount<'_>) -> ContainerCreateBo
     };
     let host_config = HostConfig {
         cap_drop: Some(vec!["ALL".into()]),
+        cap_add: (!cfg.cap_add.is_empty()).then(|| cfg.cap_add.clone()),
         // Only adds no-new-privileges; Docker's default seccomp and
         // AppArmor profiles stay because they are not overridden here.
         security_opt: Some(vec!["no-new-privileges:true".into()]),

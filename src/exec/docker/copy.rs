@@ -87,9 +87,20 @@ fn add_dir(
         h.set_mode(meta.mode() & 0o777);
         let ft = meta.file_type();
         if ft.is_symlink() {
+            let target = fs::read_link(&full)?;
+            if escapes(&rel_path, &target) {
+                // Docker refuses the whole archive for such a link; leaving
+                // it out keeps the rest of the workspace.
+                tracing::warn!(
+                    "not uploading link {} -> {}: it leaves the workspace",
+                    rel_path.display(),
+                    target.display()
+                );
+                continue;
+            }
             h.set_entry_type(tar::EntryType::Symlink);
             h.set_size(0);
-            b.append_link(&mut h, &rel_path, fs::read_link(&full)?)?;
+            b.append_link(&mut h, &rel_path, target)?;
         } else if ft.is_dir() {
             h.set_entry_type(tar::EntryType::Directory);
             h.set_size(0);
@@ -102,6 +113,26 @@ fn add_dir(
         }
     }
     Ok(())
+}
+
+/// Whether a relative link at `rel` (relative to the workspace) pointing
+/// to `target` climbs out of the workspace.
+fn escapes(rel: &Path, target: &Path) -> bool {
+    if target.is_absolute() {
+        return false;
+    }
+    let mut depth = rel.components().count() as i64 - 1;
+    for c in target.components() {
+        match c {
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return true;
+        }
+    }
+    false
 }
 
 /// Downloads the container's `workdir` and replaces the host directory's
@@ -316,6 +347,16 @@ mod tests {
             }
         }
         b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn relative_links_out_of_the_workspace_are_spotted() {
+        assert!(escapes(Path::new("t"), Path::new("../tests")));
+        assert!(escapes(Path::new("a/t"), Path::new("../../x")));
+        assert!(escapes(Path::new("a/t"), Path::new("b/../../../x")));
+        assert!(!escapes(Path::new("a/t"), Path::new("../x")));
+        assert!(!escapes(Path::new("t"), Path::new("/tests/x")));
+        assert!(!escapes(Path::new("t"), Path::new("x/y")));
     }
 
     #[test]

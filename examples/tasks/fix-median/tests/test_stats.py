@@ -4,10 +4,12 @@ import pytest
 
 
 def median_of(values):
-    # The agent's code runs in its own isolated interpreter: whatever it does
-    # cannot change this process's verdict.
+    # The agent's code runs in its own isolated interpreter, as an
+    # unprivileged user: it can change neither this process's verdict nor
+    # /tests or /logs.
     code = "import sys; sys.path.insert(0, '/workspace'); import stats; print(stats.median(%r))" % (values,)
-    out = subprocess.run(["python3", "-I", "-c", code], capture_output=True, text=True, timeout=30)
+    cmd = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "python3", "-I", "-c", code]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     return float(out.stdout.strip().splitlines()[-1])
 
