@@ -8,6 +8,7 @@
 pub mod attempt;
 pub mod grade;
 pub mod image;
+pub mod oracle;
 pub mod outcome;
 pub mod report;
 pub mod task;
