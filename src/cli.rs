@@ -63,7 +63,7 @@ pub struct EvalArgs {
     pub paths: Vec<PathBuf>,
 
     /// What plays the agent.
-    #[arg(long = "agent", value_enum, default_value_t = AgentKind::Model)]
+    #[arg(long = "agent", value_name = "AGENT", value_enum, default_value_t = AgentKind::Model)]
     pub agent_kind: AgentKind,
 
     #[command(flatten)]
