@@ -4,7 +4,7 @@
 CARGO ?= cargo
 RUNNER := target/debug/runner
 
-.PHONY: all build test lint fmt sandbox-image sandbox-tiny sandbox-full demo clean-runs bench bench-quick bench-images
+.PHONY: all build test lint fmt sandbox-image sandbox-tiny sandbox-full demo clean-runs bench bench-quick bench-images eval-demo
 
 all: build
 
@@ -55,3 +55,7 @@ bench: bench-images
 bench-quick: bench-images
 	$(CARGO) build --release --bin runner
 	$(CARGO) bench --bench suite -- --quick
+
+## Every example task with its reference solution (Harbor format, offline).
+eval-demo: sandbox-full build
+	$(RUNNER) eval examples/tasks --agent oracle

@@ -226,6 +226,36 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
     Ok(end.outcome.exit_code())
 }
 
+/// Runs the agent loop once on `task` in an already started executor,
+/// recording into `run_dir` through `sink`; `runner eval` uses it for each
+/// attempt. Returns how the run ended and the conversation's totals.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_once(
+    config: &Config,
+    model: &dyn Model,
+    executor: Arc<dyn Executor>,
+    run_dir: &RunDir,
+    task: String,
+    sink: &(dyn Fn(&Event) + Send + Sync),
+    cancel: &CancellationToken,
+    human: &Human,
+) -> (RunEnd, Conversation) {
+    let mut convo = Conversation::default();
+    let end = converse(
+        config,
+        model,
+        executor,
+        run_dir,
+        &mut convo,
+        TaskSource::Once(task),
+        sink,
+        cancel,
+        human,
+    )
+    .await;
+    (end, convo)
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn converse(
     config: &Config,
@@ -340,7 +370,7 @@ fn interrupted() -> RunEnd {
 
 /// Ctrl-C and SIGTERM cancel the run; the loop stops the running command
 /// and the model call, and the trajectory is still written.
-fn spawn_signal_watch(cancel: CancellationToken) {
+pub fn spawn_signal_watch(cancel: CancellationToken) {
     tokio::spawn(async move {
         let mut term =
             match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

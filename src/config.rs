@@ -109,7 +109,7 @@ pub struct Config {
 impl Config {
     /// Validates the flags (already merged with the environment by clap).
     pub fn from_args(a: &RunArgs) -> Result<Self, ConfigError> {
-        let (key_var, url_var, default_url, default_model) = match a.provider {
+        let (key_var, url_var, default_url, default_model) = match a.agent.provider {
             Provider::Anthropic => (
                 "ANTHROPIC_API_KEY",
                 "ANTHROPIC_BASE_URL",
@@ -126,31 +126,32 @@ impl Config {
         };
         let env_nonempty = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let base_url = a
+            .agent
             .base_url
             .clone()
             .or_else(|| env_nonempty(url_var))
             .unwrap_or_else(|| default_url.to_string());
-        if a.provider == Provider::Scripted && a.script.is_none() {
+        if a.agent.provider == Provider::Scripted && a.agent.script.is_none() {
             return Err(ConfigError::MissingScript);
         }
-        positive("timeout", a.timeout as f64)?;
-        positive("max-command-timeout", a.max_command_timeout as f64)?;
-        positive("max-steps", a.max_steps as f64)?;
-        positive("max-tokens", a.max_tokens as f64)?;
+        positive("timeout", a.agent.timeout as f64)?;
+        positive("max-command-timeout", a.agent.max_command_timeout as f64)?;
+        positive("max-steps", a.agent.max_steps as f64)?;
+        positive("max-tokens", a.agent.max_tokens as f64)?;
         positive("cpus", a.cpus)?;
         positive("pids-limit", a.pids_limit as f64)?;
-        if a.output_limit < 100 {
+        if a.agent.output_limit < 100 {
             return Err(ConfigError::OutOfRange {
                 flag: "output-limit",
                 what: "at least 100 bytes",
-                value: a.output_limit.to_string(),
+                value: a.agent.output_limit.to_string(),
             });
         }
-        if let Some(c) = a.max_cost {
+        if let Some(c) = a.agent.max_cost {
             positive("max-cost", c)?;
         }
         let system_prompt =
-            match (&a.system, &a.system_file) {
+            match (&a.agent.system, &a.agent.system_file) {
                 (Some(s), _) => Some(s.clone()),
                 (None, Some(path)) => Some(std::fs::read_to_string(path).map_err(|source| {
                     ConfigError::SystemFile {
@@ -161,15 +162,19 @@ impl Config {
                 (None, None) => None,
             };
         Ok(Config {
-            provider: a.provider,
-            model: a.model.clone().unwrap_or_else(|| default_model.to_string()),
+            provider: a.agent.provider,
+            model: a
+                .agent
+                .model
+                .clone()
+                .unwrap_or_else(|| default_model.to_string()),
             base_url,
             api_key: if key_var.is_empty() {
                 None
             } else {
                 env_nonempty(key_var)
             },
-            script: a.script.clone(),
+            script: a.agent.script.clone(),
             executor: a.executor,
             sandbox: SandboxSettings {
                 image: a.image.clone(),
@@ -181,25 +186,33 @@ impl Config {
                 writable_rootfs: a.writable_rootfs,
                 workspace_mode: a.workspace_mode,
             },
-            timeout: Duration::from_secs(a.timeout),
-            max_command_timeout: Duration::from_secs(a.max_command_timeout.max(a.timeout)),
-            max_steps: a.max_steps,
+            timeout: Duration::from_secs(a.agent.timeout),
+            max_command_timeout: Duration::from_secs(
+                a.agent.max_command_timeout.max(a.agent.timeout),
+            ),
+            max_steps: a.agent.max_steps,
             max_time: a.max_time.map(Duration::from_secs),
-            max_cost_usd: a.max_cost,
-            price: a.price.as_deref().map(str::parse::<Price>).transpose()?,
-            max_tokens: a.max_tokens,
-            context_window_tokens: a.context_window,
-            output_limit_bytes: a.output_limit,
+            max_cost_usd: a.agent.max_cost,
+            price: a
+                .agent
+                .price
+                .as_deref()
+                .map(str::parse::<Price>)
+                .transpose()?,
+            max_tokens: a.agent.max_tokens,
+            context_window_tokens: a.agent.context_window,
+            output_limit_bytes: a.agent.output_limit,
             system_prompt,
-            command_env: command_env(&a.env)?,
+            command_env: command_env(&a.agent.env)?,
             env_flag_names: a
+                .agent
                 .env
                 .iter()
                 .filter_map(|p| p.split_once('=').map(|(k, _)| k.to_string()))
                 .collect(),
-            policy: Policy::new(!a.no_default_deny, &a.deny)?,
-            deny: a.deny.clone(),
-            default_deny: !a.no_default_deny,
+            policy: Policy::new(!a.agent.no_default_deny, &a.agent.deny)?,
+            deny: a.agent.deny.clone(),
+            default_deny: !a.agent.no_default_deny,
             run_dir: a.run_dir.clone(),
             json: a.json,
             workspace: a.workspace.clone(),
@@ -334,7 +347,7 @@ mod tests {
                 "x",
             ])
             .run;
-            a.env = env.iter().map(|s| s.to_string()).collect();
+            a.agent.env = env.iter().map(|s| s.to_string()).collect();
             Config::from_args(&a).expect("valid")
         };
         let c = args(&["A=1"]);

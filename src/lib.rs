@@ -8,6 +8,7 @@ pub mod agent;
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod eval;
 pub mod event;
 pub mod exec;
 pub mod gc;

@@ -19,6 +19,7 @@ async fn main() {
     let code = match cli.command {
         None => runner::app::run(cli.run).await,
         Some(Command::Gc(_)) => runner::gc::run().await,
+        Some(Command::Eval(args)) => runner::eval::run(*args).await,
     };
     std::process::exit(code);
 }

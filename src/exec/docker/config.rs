@@ -96,6 +96,17 @@ pub struct DockerConfig {
     pub workspace: Option<PathBuf>,
     /// How the workspace reaches the container.
     pub workspace_mode: WorkspaceMode,
+    /// Absolute path of the workspace inside the container, where commands
+    /// start (an eval task's image `WORKDIR`); default /workspace.
+    pub workdir: String,
+    /// Capabilities given back after dropping all (a loosening); the eval
+    /// verifier takes SETUID and SETGID so its tests can run the agent's
+    /// code as an unprivileged user.
+    pub cap_add: Vec<String>,
+    /// Copy mode only: start the volume empty instead of filled with the
+    /// image's /workspace, so the container sees exactly the uploaded tree
+    /// (a verifier must not see files the agent deleted come back).
+    pub volume_no_copy: bool,
     /// The only environment the container gets (on top of the image's);
     /// the runner's own environment is never inherited. HOME is
     /// [`SANDBOX_HOME`] unless set here.
@@ -123,6 +134,9 @@ impl Default for DockerConfig {
             tmp_size_bytes: DEFAULT_TMP_SIZE_BYTES,
             workspace: None,
             workspace_mode: WorkspaceMode::Auto,
+            workdir: CONTAINER_WORKDIR.to_string(),
+            cap_add: Vec::new(),
+            volume_no_copy: false,
             env: Vec::new(),
             run_id: "run".to_string(),
             labels: Vec::new(),
@@ -144,6 +158,9 @@ impl DockerConfig {
         }
         if self.writable_rootfs {
             out.push("root filesystem writable".to_string());
+        }
+        if !self.cap_add.is_empty() {
+            out.push(format!("capabilities added: {}", self.cap_add.join(", ")));
         }
         if user_is_root(&self.user) {
             out.push(format!("commands run as root ('{}')", self.user));
@@ -178,6 +195,18 @@ impl DockerConfig {
             return Err(ExecError::Refused(format!(
                 "memory limit {} bytes is below Docker's minimum of 6 MiB",
                 self.memory_bytes
+            )));
+        }
+        let wd = Path::new(&self.workdir);
+        if !wd.is_absolute()
+            || wd.parent().is_none()
+            || wd
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Err(ExecError::Refused(format!(
+                "workdir '{}' must be an absolute path below /",
+                self.workdir
             )));
         }
         if self.pids_limit <= 0 {

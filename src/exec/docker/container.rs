@@ -4,13 +4,15 @@ use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bollard::Docker;
-use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, ResourcesUlimits};
+use bollard::models::{
+    ContainerCreateBody, HostConfig, Mount, MountType, MountVolumeOptions, ResourcesUlimits,
+};
 use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
 
 use super::client::{CALL_TIMEOUT, call, short, status_of};
 use super::config::{
-    CONTAINER_WORKDIR, DEFAULT_HOME_SIZE_BYTES, DEFAULT_RUN_SIZE_BYTES, DockerConfig,
-    EXPIRY_MARGIN_SECS, SANDBOX_HOME, numeric_user,
+    DEFAULT_HOME_SIZE_BYTES, DEFAULT_RUN_SIZE_BYTES, DockerConfig, EXPIRY_MARGIN_SECS,
+    SANDBOX_HOME, numeric_user,
 };
 use crate::exec::ExecError;
 
@@ -116,17 +118,21 @@ pub fn spec(cfg: &DockerConfig, user: &str, mount: &WorkspaceMount<'_>) -> Conta
     let mounts = match mount {
         WorkspaceMount::None => None,
         WorkspaceMount::Bind(src) => Some(vec![Mount {
-            target: Some(CONTAINER_WORKDIR.into()),
+            target: Some(cfg.workdir.clone()),
             source: Some((*src).into()),
             typ: Some(MountType::BIND),
             read_only: Some(false),
             ..Default::default()
         }]),
         WorkspaceMount::Volume(name) => Some(vec![Mount {
-            target: Some(CONTAINER_WORKDIR.into()),
+            target: Some(cfg.workdir.clone()),
             source: Some((*name).into()),
             typ: Some(MountType::VOLUME),
             read_only: Some(false),
+            volume_options: cfg.volume_no_copy.then(|| MountVolumeOptions {
+                no_copy: Some(true),
+                ..Default::default()
+            }),
             ..Default::default()
         }]),
     };
@@ -137,6 +143,7 @@ pub fn spec(cfg: &DockerConfig, user: &str, mount: &WorkspaceMount<'_>) -> Conta
     };
     let host_config = HostConfig {
         cap_drop: Some(vec!["ALL".into()]),
+        cap_add: (!cfg.cap_add.is_empty()).then(|| cfg.cap_add.clone()),
         // Only adds no-new-privileges; Docker's default seccomp and
         // AppArmor profiles stay because they are not overridden here.
         security_opt: Some(vec!["no-new-privileges:true".into()]),
@@ -165,7 +172,7 @@ pub fn spec(cfg: &DockerConfig, user: &str, mount: &WorkspaceMount<'_>) -> Conta
         entrypoint: Some(vec!["sleep".into()]),
         cmd: Some(vec![idle_secs.to_string()]),
         user: Some("0:0".into()),
-        working_dir: Some(CONTAINER_WORKDIR.into()),
+        working_dir: Some(cfg.workdir.clone()),
         env: Some(container_env(&cfg.env)),
         labels: Some(labels(cfg)),
         network_disabled: Some(cfg.network.is_none()),

@@ -16,7 +16,7 @@ use bollard::query_parameters::{
 use futures::StreamExt;
 
 use super::client::{CALL_TIMEOUT, call, docker_err, short};
-use super::config::{CONTAINER_WORKDIR, DockerConfig};
+use super::config::DockerConfig;
 use super::container::labels;
 use crate::exec::ExecError;
 
@@ -44,22 +44,23 @@ pub async fn create_volume(
     Ok(())
 }
 
-/// Tars the host workspace (entries owned by `uid:gid`) and uploads it.
-pub async fn upload(
+/// Tars the content of the host directory `host` (links kept as links,
+/// never followed; entries owned by `uid:gid`) and extracts it into the
+/// existing directory `dest` of the container.
+pub async fn upload_to(
     docker: &Docker,
     id: &str,
     host: &Path,
+    dest: &str,
     uid: u32,
     gid: u32,
 ) -> Result<(), ExecError> {
     let mut builder = tar::Builder::new(Vec::new());
     add_dir(&mut builder, host, Path::new(""), uid, gid)?;
     let data = builder.into_inner()?;
-    let opts = UploadToContainerOptionsBuilder::new()
-        .path(CONTAINER_WORKDIR)
-        .build();
+    let opts = UploadToContainerOptionsBuilder::new().path(dest).build();
     call(
-        "upload workspace",
+        "upload files",
         short(id),
         CALL_TIMEOUT,
         docker.upload_to_container(id, Some(opts), bollard::body_full(data.into())),
@@ -86,9 +87,20 @@ fn add_dir(
         h.set_mode(meta.mode() & 0o777);
         let ft = meta.file_type();
         if ft.is_symlink() {
+            let target = fs::read_link(&full)?;
+            if escapes(&rel_path, &target) {
+                // Docker refuses the whole archive for such a link; leaving
+                // it out keeps the rest of the workspace.
+                tracing::warn!(
+                    "not uploading link {} -> {}: it leaves the workspace",
+                    rel_path.display(),
+                    target.display()
+                );
+                continue;
+            }
             h.set_entry_type(tar::EntryType::Symlink);
             h.set_size(0);
-            b.append_link(&mut h, &rel_path, fs::read_link(&full)?)?;
+            b.append_link(&mut h, &rel_path, target)?;
         } else if ft.is_dir() {
             h.set_entry_type(tar::EntryType::Directory);
             h.set_size(0);
@@ -103,12 +115,37 @@ fn add_dir(
     Ok(())
 }
 
-/// Downloads /workspace and replaces the host directory's content with it.
-/// Extraction goes to a staging directory first, so a failed download
-/// leaves the host workspace as it was.
-pub async fn download(docker: &Docker, id: &str, host: &Path) -> Result<CollectReport, ExecError> {
+/// Whether a relative link at `rel` (relative to the workspace) pointing
+/// to `target` climbs out of the workspace.
+fn escapes(rel: &Path, target: &Path) -> bool {
+    if target.is_absolute() {
+        return false;
+    }
+    let mut depth = rel.components().count() as i64 - 1;
+    for c in target.components() {
+        match c {
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return true;
+        }
+    }
+    false
+}
+
+/// Downloads the container's `workdir` and replaces the host directory's
+/// content with it. Extraction goes to a staging directory first, so a
+/// failed download leaves the host workspace as it was.
+pub async fn download(
+    docker: &Docker,
+    id: &str,
+    host: &Path,
+    workdir: &str,
+) -> Result<CollectReport, ExecError> {
     let opts = DownloadFromContainerOptionsBuilder::new()
-        .path(CONTAINER_WORKDIR)
+        .path(workdir)
         .build();
     let mut stream = docker.download_from_container(id, Some(opts));
     let mut file = tempfile::tempfile()?;
@@ -138,7 +175,12 @@ pub async fn download(docker: &Docker, id: &str, host: &Path) -> Result<CollectR
     }
     file.rewind()?;
     let host = host.to_path_buf();
-    tokio::task::spawn_blocking(move || replace_from_tar(file, &host))
+    // Docker names the entries after the directory's last component.
+    let top = Path::new(workdir)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    tokio::task::spawn_blocking(move || replace_from_tar(file, &host, &top))
         .await
         .map_err(|e| ExecError::Spawn(format!("collect task failed: {e}")))?
 }
@@ -150,12 +192,16 @@ pub struct CollectReport {
     pub skipped: Vec<String>,
 }
 
-fn replace_from_tar(tar_file: impl Read, host: &Path) -> Result<CollectReport, ExecError> {
+fn replace_from_tar(
+    tar_file: impl Read,
+    host: &Path,
+    top: &str,
+) -> Result<CollectReport, ExecError> {
     let parent = host.parent().unwrap_or(Path::new("/"));
     let stage = tempfile::Builder::new()
         .prefix(".runner-collect-")
         .tempdir_in(parent)?;
-    let report = extract(tar_file, stage.path())?;
+    let report = extract_under(tar_file, stage.path(), top)?;
     for entry in fs::read_dir(host)? {
         let p = entry?.path();
         if fs::symlink_metadata(&p)?.is_dir() {
@@ -174,13 +220,24 @@ fn replace_from_tar(tar_file: impl Read, host: &Path) -> Result<CollectReport, E
 
 /// Extracts a Docker archive of `/workspace` (entries `workspace/...`)
 /// into the empty directory `dest`.
+#[cfg(test)]
 pub fn extract(tar_file: impl Read, dest: &Path) -> Result<CollectReport, ExecError> {
+    extract_under(tar_file, dest, "workspace")
+}
+
+/// Extracts a Docker archive of a directory whose entries start with `top`
+/// into the empty directory `dest`.
+pub fn extract_under(
+    tar_file: impl Read,
+    dest: &Path,
+    top: &str,
+) -> Result<CollectReport, ExecError> {
     let mut report = CollectReport::default();
     let mut archive = tar::Archive::new(tar_file);
     for entry in archive.entries()? {
         let mut entry = entry?;
         let raw = entry.path()?.into_owned();
-        let Some(rel) = relative_inside(&raw) else {
+        let Some(rel) = relative_inside(&raw, top) else {
             report.skipped.push(raw.display().to_string());
             continue;
         };
@@ -229,12 +286,12 @@ pub fn extract(tar_file: impl Read, dest: &Path) -> Result<CollectReport, ExecEr
     Ok(report)
 }
 
-/// Strips the leading `workspace` component; `None` for anything that is
-/// not a plain relative path below it.
-fn relative_inside(raw: &Path) -> Option<PathBuf> {
+/// Strips the leading `top` component; `None` for anything that is not a
+/// plain relative path below it.
+fn relative_inside(raw: &Path, top: &str) -> Option<PathBuf> {
     let mut comps = raw.components();
     match comps.next()? {
-        Component::Normal(first) if first == "workspace" => {}
+        Component::Normal(first) if first == top => {}
         _ => return None,
     }
     let mut out = PathBuf::new();
@@ -290,6 +347,16 @@ mod tests {
             }
         }
         b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn relative_links_out_of_the_workspace_are_spotted() {
+        assert!(escapes(Path::new("t"), Path::new("../tests")));
+        assert!(escapes(Path::new("a/t"), Path::new("../../x")));
+        assert!(escapes(Path::new("a/t"), Path::new("b/../../../x")));
+        assert!(!escapes(Path::new("a/t"), Path::new("../x")));
+        assert!(!escapes(Path::new("t"), Path::new("/tests/x")));
+        assert!(!escapes(Path::new("t"), Path::new("x/y")));
     }
 
     #[test]

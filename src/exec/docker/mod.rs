@@ -11,6 +11,7 @@ mod image;
 mod kill;
 mod owner;
 mod run;
+mod seed;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +28,7 @@ pub use config::{
 };
 pub use container::{LABEL_MANAGED, LABEL_OWNER_PID, LABEL_RUN_ID, MANAGED_VALUE};
 pub use gc::{GcReport, gc};
+pub use seed::{Seeded, seed_workspace};
 
 use super::{ExecError, ExecOutput, ExecRequest, Executor};
 use client::{CALL_TIMEOUT, call, short};
@@ -55,6 +57,7 @@ pub struct DockerExecutor {
     user: String,
     shell: &'static str,
     idle_pid: Option<u32>,
+    workdir: String,
     memory_bytes: i64,
     pids_limit: i64,
     loosenings: Vec<String>,
@@ -138,6 +141,7 @@ impl DockerExecutor {
             user,
             shell: "sh",
             idle_pid: None,
+            workdir: cfg.workdir.clone(),
             memory_bytes: cfg.memory_bytes,
             pids_limit: cfg.pids_limit,
             loosenings: cfg.loosenings(),
@@ -175,7 +179,7 @@ impl DockerExecutor {
         }
         if let Some(Workspace::Copy { host, .. }) = &self.workspace {
             let (uid, gid) = numeric_user(&self.user).unwrap_or((0, 0));
-            copy::upload(&self.docker, &self.id, host, uid, gid).await?;
+            copy::upload_to(&self.docker, &self.id, host, &self.workdir, uid, gid).await?;
         }
         Ok(())
     }
@@ -188,6 +192,20 @@ impl DockerExecutor {
     /// Every way this sandbox is weaker than the default, for the trajectory.
     pub fn loosenings(&self) -> Vec<String> {
         self.loosenings.clone()
+    }
+
+    /// Copies the content of the host directory `host` into the existing
+    /// directory `dest` of the container (archive API; links are not
+    /// followed), owned by the sandbox user.
+    pub async fn upload_dir(&self, host: &std::path::Path, dest: &str) -> Result<(), ExecError> {
+        let (uid, gid) = numeric_user(&self.user).unwrap_or((0, 0));
+        copy::upload_to(&self.docker, &self.id, host, dest, uid, gid).await
+    }
+
+    /// Removes the container without collecting the workspace (copy mode
+    /// leaves the host directory as it was). Idempotent.
+    pub async fn discard(&self) -> Result<(), ExecError> {
+        self.finish(false).await
     }
 
     /// The shell commands run under (`bash` or `sh`).
@@ -204,7 +222,7 @@ impl DockerExecutor {
         }
         let mut first_err = None;
         if collect && let Some(Workspace::Copy { host, .. }) = &self.workspace {
-            match copy::download(&self.docker, &self.id, host).await {
+            match copy::download(&self.docker, &self.id, host, &self.workdir).await {
                 Ok(rep) if !rep.skipped.is_empty() => tracing::warn!(
                     skipped = ?rep.skipped,
                     "workspace entries not collected (links out, devices or unsafe paths)"
@@ -274,7 +292,7 @@ impl Executor for DockerExecutor {
     }
 
     fn workdir(&self) -> String {
-        CONTAINER_WORKDIR.to_string()
+        self.workdir.clone()
     }
 
     async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError> {
@@ -292,6 +310,7 @@ impl Executor for DockerExecutor {
             idle_pid: self.idle_pid,
             memory_bytes: self.memory_bytes,
             pids_limit: self.pids_limit,
+            workdir: &self.workdir,
         };
         run::run(&target, &req, &mut oom_seen).await
     }

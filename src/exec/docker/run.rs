@@ -9,7 +9,6 @@ use bollard::exec::{CreateExecOptions, StartExecResults};
 use futures::StreamExt;
 
 use super::client::{QUICK_TIMEOUT, call, short};
-use super::config::CONTAINER_WORKDIR;
 use super::container::death_reason;
 use super::kill::{kill_command_processes, oom_kill_count, wait_exit};
 use crate::exec::capture::Capture;
@@ -32,6 +31,8 @@ pub struct Target<'a> {
     pub idle_pid: Option<u32>,
     pub memory_bytes: i64,
     pub pids_limit: i64,
+    /// Where commands start.
+    pub workdir: &'a str,
 }
 
 /// Why the wait for a command ended.
@@ -83,7 +84,7 @@ pub async fn run(
                 attach_stdout: Some(true),
                 attach_stderr: Some(true),
                 user: Some(t.user),
-                working_dir: Some(CONTAINER_WORKDIR),
+                working_dir: Some(t.workdir),
                 ..Default::default()
             },
         ),

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+ls /sys/class/net | sort > interfaces.txt

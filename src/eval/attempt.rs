@@ -1,0 +1,339 @@
+//! One attempt of one task: seed the workspace from the image, run the
+//! agent (model, oracle or nop) in its own sandbox under the task's agent
+//! timeout, remove that sandbox, then grade in a fresh one.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::grade::{GradeError, GradeSpec, grade};
+use super::outcome::{Attempt, Status};
+use super::task::Task;
+use crate::agent::{Conversation, RunEnd};
+use crate::app::{build_model, docker_config, run_once};
+use crate::cli::{AgentKind, Network, RunArgs};
+use crate::config::Config;
+use crate::event::{Event, Outcome};
+use crate::exec::Executor;
+use crate::exec::docker::{DockerConfig, DockerExecutor, seed_workspace};
+use crate::render::Human;
+use crate::trajectory::{Redactor, RunDir};
+use crate::workspace::Workspace;
+
+/// How long the agent phase may take to wind down after its timeout.
+const WIND_DOWN: Duration = Duration::from_secs(30);
+
+/// What every attempt of the suite shares.
+pub struct AttemptCtx {
+    pub agent: AgentKind,
+    /// The flags of a normal run, with the suite's overrides; per task the
+    /// image, limits and network are filled in.
+    pub base: RunArgs,
+    /// Command-line overrides of the task's limits.
+    pub cpus: Option<f64>,
+    pub memory_bytes: Option<i64>,
+    pub agent_timeout_secs: Option<f64>,
+    pub verifier_timeout_secs: Option<f64>,
+    pub allow_internet: bool,
+    pub suite_id: String,
+    pub human: Human,
+}
+
+/// Runs one attempt; never fails: every problem becomes a recorded outcome.
+pub async fn run(
+    ctx: &AttemptCtx,
+    task: &Task,
+    image: Result<String, String>,
+    image_ms: u64,
+    attempt: u32,
+    run_path: PathBuf,
+    cancel: &CancellationToken,
+) -> Attempt {
+    let started = Instant::now();
+    let mut rec = Attempt::not_run(
+        &task.name,
+        attempt,
+        run_path.clone(),
+        Status::Error,
+        String::new(),
+    );
+    rec.phases.image_ms = image_ms;
+    let (network, network_note) = network_for(task.allow_internet, ctx.allow_internet);
+    rec.network = network_note;
+    let infra = |mut rec: Attempt, e: String| {
+        rec.status = Status::Error;
+        rec.error = Some(e);
+        rec
+    };
+    let image = match image {
+        Ok(i) => i,
+        Err(e) => return finish(infra(rec, e), started),
+    };
+    rec.image = Some(image.clone());
+    let run_dir = match RunDir::create(&run_path, Redactor::from_env()) {
+        Ok(d) => d,
+        Err(e) => return finish(infra(rec, e.to_string()), started),
+    };
+    rec.trajectory = Some(run_dir.trajectory_path());
+    let mut task = task.clone();
+    if let Some(t) = ctx.agent_timeout_secs {
+        task.agent_timeout_secs = t;
+    }
+    if let Some(t) = ctx.verifier_timeout_secs {
+        task.verifier_timeout_secs = t;
+    }
+    if let Some(c) = ctx.cpus {
+        task.cpus = c;
+    }
+    if let Some(m) = ctx.memory_bytes {
+        task.memory_bytes = m;
+    }
+    let run_id = format!("{}-{}-{}", ctx.suite_id, task.name, attempt);
+    let config = match attempt_config(ctx, &task, &image, network) {
+        Ok(c) => c,
+        Err(e) => return finish(infra(rec, e), started),
+    };
+
+    // Agent phase.
+    let workspace = match Workspace::prepare(None) {
+        Ok(w) => w,
+        Err(e) => return finish(infra(rec, format!("cannot make a workspace: {e}")), started),
+    };
+    let sink = |ev: &Event| run_dir.record(ev);
+    sink(&Event::RunStarted {
+        run_id: run_id.clone(),
+        config: serde_json::json!({"eval": {"task": task.name, "attempt": attempt,
+            "agent": ctx.agent.as_str(), "network": rec.network}, "run": config.public_json()}),
+    });
+    let setup_start = Instant::now();
+    let workdir = match seed_workspace(&image, workspace.path(), &run_id).await {
+        Ok(s) => s.workdir,
+        Err(e) => return finish(infra(rec, format!("seeding the workspace: {e}")), started),
+    };
+    // The agent works in the image's working directory, as Harbor's agents do.
+    let docker_cfg = DockerConfig {
+        workdir: workdir.clone(),
+        ..docker_config(&config, &workspace, &run_id)
+    };
+    let executor: Arc<dyn Executor> = match DockerExecutor::start(docker_cfg).await {
+        Ok(x) => Arc::new(x),
+        Err(e) => return finish(infra(rec, format!("agent sandbox: {e}")), started),
+    };
+    rec.phases.setup_ms = ms(setup_start);
+    let agent_start = Instant::now();
+    let agent_cancel = cancel.child_token();
+    let timeout = Duration::from_secs_f64(task.agent_timeout_secs);
+    let phase = agent_phase(
+        ctx,
+        &config,
+        &task,
+        executor.clone(),
+        &run_dir,
+        &sink,
+        &agent_cancel,
+    );
+    tokio::pin!(phase);
+    let mut timed_out = false;
+    let (end, convo) = tokio::select! {
+        r = &mut phase => r,
+        _ = tokio::time::sleep(timeout) => {
+            timed_out = true;
+            agent_cancel.cancel();
+            match tokio::time::timeout(WIND_DOWN, &mut phase).await {
+                Ok(r) => r,
+                Err(_) => (RunEnd { outcome: Outcome::Error, error: Some("the agent did not stop after its timeout".into()), final_text: None }, Conversation::default()),
+            }
+        }
+    };
+    rec.phases.agent_ms = ms(agent_start);
+    rec.steps = convo.steps;
+    rec.usage = convo.usage;
+    rec.cost_usd = convo.cost_usd;
+    rec.agent_outcome = if timed_out && !cancel.is_cancelled() {
+        "agent_timeout".into()
+    } else {
+        match (ctx.agent, end.outcome) {
+            (AgentKind::Oracle, Outcome::Error) => "solution_failed".into(),
+            (_, o) => o.as_str().to_string(),
+        }
+    };
+    sink(&Event::RunFinished {
+        outcome: end.outcome,
+        steps: convo.steps,
+        usage: convo.usage,
+        cost_usd: convo.cost_usd,
+        duration_ms: rec.phases.agent_ms,
+        error: end.error.clone(),
+        final_text: end.final_text.clone(),
+    });
+    run_dir.redact_outputs();
+    // The sandbox goes (and its processes with it) before grading starts.
+    if let Err(e) = executor.shutdown().await {
+        return finish(
+            infra(rec, format!("removing the agent sandbox: {e}")),
+            started,
+        );
+    }
+    if cancel.is_cancelled() {
+        rec.status = Status::Interrupted;
+        return finish(rec, started);
+    }
+    if end.outcome == Outcome::Error && ctx.agent != AgentKind::Oracle {
+        // The model API or the sandbox failed: not the agent's fault.
+        let e = end
+            .error
+            .clone()
+            .unwrap_or_else(|| "the agent phase failed".into());
+        return finish(infra(rec, e), started);
+    }
+
+    // Verifier phase.
+    let verify_start = Instant::now();
+    let log_path = run_path.join("verifier.log");
+    let verdict = grade(
+        GradeSpec {
+            task: &task,
+            image: &image,
+            workspace: workspace.path(),
+            workdir: &workdir,
+            network: config_network(&config),
+            run_id: format!("{run_id}-verify"),
+            log_path: &log_path,
+        },
+        cancel,
+    )
+    .await;
+    rec.phases.verifier_ms = ms(verify_start);
+    rec.verifier_log = log_path.exists().then_some(log_path);
+    drop(workspace);
+    match verdict {
+        Ok(v) => {
+            rec.reward = Some(v.reward);
+            rec.pass = v.reward >= 1.0;
+            rec.status = if rec.pass { Status::Pass } else { Status::Fail };
+            if !rec.pass {
+                rec.failure = Some(format!(
+                    "reward {} ({}); agent: {}",
+                    v.reward, v.source, rec.agent_outcome
+                ));
+            }
+        }
+        Err(GradeError::Interrupted) => rec.status = Status::Interrupted,
+        Err(e) => rec = infra(rec, format!("verifier: {e}")),
+    }
+    finish(rec, started)
+}
+
+fn finish(mut rec: Attempt, started: Instant) -> Attempt {
+    rec.phases.total_ms = ms(started);
+    rec
+}
+
+fn ms(t: Instant) -> u64 {
+    t.elapsed().as_millis() as u64
+}
+
+/// Network is opt-in twice: the task allows it AND runner was told
+/// `--allow-internet`.
+fn network_for(task_allows: bool, flag: bool) -> (Network, String) {
+    match (task_allows, flag) {
+        (true, true) => (Network::Bridge, "bridge".into()),
+        (true, false) => (
+            Network::None,
+            "none (the task allows internet; pass --allow-internet to give it)".into(),
+        ),
+        (false, _) => (Network::None, "none (task.allow_internet = false)".into()),
+    }
+}
+
+fn config_network(c: &Config) -> Option<String> {
+    (c.sandbox.network == Network::Bridge).then(|| "bridge".to_string())
+}
+
+/// The run configuration of this attempt: the shared flags with the task's
+/// image, limits and network.
+fn attempt_config(
+    ctx: &AttemptCtx,
+    task: &Task,
+    image: &str,
+    network: Network,
+) -> Result<Config, String> {
+    let mut a = ctx.base.clone();
+    a.image = image.to_string();
+    a.cpus = task.cpus;
+    a.memory = task.memory_bytes.to_string();
+    a.network = network;
+    a.max_time = Some(task.agent_timeout_secs.ceil() as u64);
+    Config::from_args(&a).map_err(|e| e.to_string())
+}
+
+/// Runs what plays the agent; returns how it ended.
+async fn agent_phase(
+    ctx: &AttemptCtx,
+    config: &Config,
+    task: &Task,
+    executor: Arc<dyn Executor>,
+    run_dir: &RunDir,
+    sink: &(dyn Fn(&Event) + Send + Sync),
+    cancel: &CancellationToken,
+) -> (RunEnd, Conversation) {
+    let ended = |outcome: Outcome, error: Option<String>, text: Option<String>| {
+        (
+            RunEnd {
+                outcome,
+                error,
+                final_text: text,
+            },
+            Conversation::default(),
+        )
+    };
+    match ctx.agent {
+        AgentKind::Nop => ended(Outcome::Completed, None, None),
+        AgentKind::Model => {
+            let model = match build_model(config) {
+                Ok(m) => m,
+                Err(e) => return ended(Outcome::Error, Some(e.to_string()), None),
+            };
+            run_once(
+                config,
+                model.as_ref(),
+                executor,
+                run_dir,
+                task.instruction.clone(),
+                sink,
+                cancel,
+                &ctx.human,
+            )
+            .await
+        }
+        AgentKind::Oracle => {
+            let timeout = Duration::from_secs_f64(task.agent_timeout_secs);
+            match super::oracle::run(task, executor, run_dir, timeout, cancel).await {
+                Ok((0, text)) => ended(Outcome::Completed, None, Some(text)),
+                Ok((code, text)) => ended(
+                    Outcome::Error,
+                    Some(format!("solution/solve.sh exited with {code}")),
+                    Some(text),
+                ),
+                Err(e) => ended(Outcome::Error, Some(e), Some(String::new())),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_needs_the_task_and_the_flag() {
+        assert_eq!(network_for(true, true).0, Network::Bridge);
+        let (net, note) = network_for(true, false);
+        assert_eq!(net, Network::None);
+        assert!(note.contains("--allow-internet"), "{note}");
+        assert_eq!(network_for(false, true).0, Network::None);
+        assert_eq!(network_for(false, false).0, Network::None);
+    }
+}

@@ -1,0 +1,377 @@
+//! `runner eval`: load a suite of Harbor-format tasks, run their attempts
+//! with bounded concurrency, grade each in a fresh sandbox, and report.
+//!
+//! Ctrl-C (or SIGTERM) stops starting new attempts, cancels the running
+//! ones (each removes its sandboxes on the way out), still writes every
+//! report with what finished, and exits 130.
+
+pub mod attempt;
+pub mod grade;
+pub mod image;
+pub mod oracle;
+pub mod outcome;
+pub mod report;
+pub mod task;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::sync::{OnceCell, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{EvalArgs, ExecutorKind, Network, RunArgs, WorkspaceMode};
+use crate::config::{Config, ConfigError};
+use crate::render::Human;
+use attempt::AttemptCtx;
+use outcome::{Attempt, Status};
+use task::{Task, TaskError};
+
+/// A problem that stops the suite before it starts (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("{0}")]
+    Task(#[from] TaskError),
+    #[error("--filter: {0}")]
+    Filter(#[from] glob::PatternError),
+    #[error("no task matches --filter {0:?}")]
+    NoMatch(Vec<String>),
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Model(#[from] crate::model::ModelError),
+    #[error("--{flag} {detail}")]
+    Flag { flag: &'static str, detail: String },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl EvalError {
+    fn hint(&self) -> Option<&'static str> {
+        match self {
+            EvalError::Task(TaskError::NoTasks(_)) => {
+                Some("a task directory holds instruction.md, task.toml and tests/test.sh")
+            }
+            EvalError::Task(TaskError::Toml { .. }) => {
+                Some("see Harbor's task.toml: [agent], [verifier], [environment], [metadata]")
+            }
+            EvalError::Config(ConfigError::MissingScript) => {
+                Some("or use --agent oracle / --agent nop, which need no model")
+            }
+            EvalError::Model(crate::model::ModelError::MissingKey { .. }) => Some(
+                "export the provider's API key, or use --provider scripted --script FILE, --agent oracle or --agent nop",
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// Runs the suite and returns the exit code.
+pub async fn run(args: EvalArgs) -> i32 {
+    match run_inner(args).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            if let Some(h) = e.hint() {
+                eprintln!("hint: {h}");
+            }
+            2
+        }
+    }
+}
+
+async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
+    let tasks = task::filter(task::discover(&args.paths)?, &args.filter)?;
+    if tasks.is_empty() {
+        return Err(EvalError::NoMatch(args.filter.clone()));
+    }
+    check_flags(&args)?;
+    let base = base_run_args(&args);
+    // Fail fast on flags every attempt would reject.
+    let mut probe = base.clone();
+    probe.image = "probe".into();
+    let probe = Config::from_args(&probe)?;
+    if args.agent_kind == crate::cli::AgentKind::Model {
+        // A missing key or an unreadable script fails the suite, not each attempt.
+        crate::app::build_model(&probe)?;
+    }
+    let memory_bytes = args
+        .memory
+        .as_deref()
+        .map(crate::config::parse_memory)
+        .transpose()?;
+
+    let started = Instant::now();
+    let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S").to_string();
+    let suite_id = format!("eval-{stamp}-{:04x}", fastrand::u16(..));
+    let out_dir = args
+        .output_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs").join(&suite_id));
+    // Absolute, so the reports' paths work from anywhere.
+    let out_dir = std::path::absolute(&out_dir).map_err(|source| EvalError::Write {
+        path: out_dir.clone(),
+        source,
+    })?;
+    let cancel = CancellationToken::new();
+    crate::app::spawn_signal_watch(cancel.clone());
+
+    let ctx = Arc::new(AttemptCtx {
+        agent: args.agent_kind,
+        base,
+        cpus: args.cpus,
+        memory_bytes,
+        agent_timeout_secs: args.agent_timeout,
+        verifier_timeout_secs: args.verifier_timeout,
+        allow_internet: args.allow_internet,
+        suite_id: suite_id.clone(),
+        human: Human::new(),
+    });
+    let total = tasks.len() * args.attempts as usize;
+    let bar = progress_bar(total as u64);
+    let attempts = run_all(&ctx, tasks, &args, &out_dir, &bar, &cancel).await;
+    bar.finish_and_clear();
+
+    let elapsed = started.elapsed();
+    let (task_sums, totals) = report::summarize(&attempts, args.attempts, elapsed);
+    eprint!("{}", report::table(&attempts, &totals));
+    let meta = serde_json::json!({
+        "id": suite_id,
+        "agent": args.agent_kind.as_str(),
+        "paths": args.paths,
+        "output_dir": out_dir,
+        "jobs": args.jobs,
+        "attempts_per_task": args.attempts,
+        "min_pass_rate": args.min_pass_rate,
+        "allow_internet": args.allow_internet,
+        "interrupted": cancel.is_cancelled(),
+        "started_at": chrono::Local::now() - chrono::Duration::from_std(elapsed).unwrap_or_default(),
+    });
+    write_reports(&args, &attempts, &task_sums, &totals, meta, elapsed)?;
+    eprintln!("runs: {}", out_dir.display());
+
+    Ok(if cancel.is_cancelled() {
+        130
+    } else if totals.errors > 0 && args.fail_on_error {
+        2
+    } else if totals.pass_rate + 1e-9 >= args.min_pass_rate {
+        0
+    } else {
+        1
+    })
+}
+
+fn check_flags(args: &EvalArgs) -> Result<(), EvalError> {
+    let bad = |flag, detail: &str| {
+        Err(EvalError::Flag {
+            flag,
+            detail: detail.to_string(),
+        })
+    };
+    if args.jobs == 0 {
+        return bad("jobs", "must be at least 1");
+    }
+    if args.attempts == 0 {
+        return bad("attempts", "must be at least 1");
+    }
+    if !(0.0..=1.0).contains(&args.min_pass_rate) {
+        return bad("min-pass-rate", "must be between 0 and 1");
+    }
+    for (flag, v) in [
+        ("cpus", args.cpus),
+        ("agent-timeout", args.agent_timeout),
+        ("verifier-timeout", args.verifier_timeout),
+    ] {
+        if let Some(v) = v
+            && !(v > 0.0 && v.is_finite())
+        {
+            return bad(flag, "must be greater than 0");
+        }
+    }
+    Ok(())
+}
+
+/// The flags of a normal run that every attempt starts from.
+fn base_run_args(args: &EvalArgs) -> RunArgs {
+    RunArgs {
+        task: None,
+        agent: args.agent.clone(),
+        executor: ExecutorKind::Docker,
+        image: String::new(),
+        max_time: None,
+        run_dir: None,
+        json: false,
+        workspace: None,
+        keep_workspace: false,
+        workspace_mode: WorkspaceMode::Auto,
+        network: Network::None,
+        cpus: crate::config::DEFAULT_CPUS,
+        memory: crate::config::DEFAULT_MEMORY.into(),
+        pids_limit: args.pids_limit,
+        user: args.user.clone(),
+        writable_rootfs: args.writable_rootfs,
+    }
+}
+
+fn progress_bar(len: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len);
+    let style = ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar
+}
+
+/// One line per finished attempt: through the bar on a terminal, plain
+/// otherwise (CI logs).
+fn announce(bar: &ProgressBar, a: &Attempt, done: usize, total: usize) {
+    let line = format!(
+        "[{done}/{total}] {}#{} {} reward {} in {:.1}s",
+        a.task,
+        a.attempt,
+        a.status.as_str(),
+        a.reward.map_or("-".into(), |r| format!("{r:.2}")),
+        a.phases.total_ms as f64 / 1000.0
+    );
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+        bar.inc(1);
+    }
+}
+
+/// Runs every attempt, at most `--jobs` at once (a semaphore permit moves
+/// into each spawned attempt). After Ctrl-C, attempts not yet started are
+/// recorded as interrupted; running ones wind down and clean up.
+async fn run_all(
+    ctx: &Arc<AttemptCtx>,
+    tasks: Vec<Task>,
+    args: &EvalArgs,
+    out_dir: &std::path::Path,
+    bar: &ProgressBar,
+    cancel: &CancellationToken,
+) -> Vec<Attempt> {
+    let sem = Arc::new(Semaphore::new(args.jobs));
+    let total = tasks.len() * args.attempts as usize;
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    let mut results = Vec::new();
+    for task in tasks {
+        let task = Arc::new(task);
+        // The image is resolved (built) once per task, by its first attempt.
+        let image: Arc<OnceCell<(Result<String, String>, u64)>> = Arc::new(OnceCell::new());
+        for n in 1..=args.attempts {
+            let run_path = out_dir.join(&task.name).join(n.to_string());
+            let permit = tokio::select! {
+                _ = cancel.cancelled() => None,
+                p = sem.clone().acquire_owned() => p.ok(),
+            };
+            let Some(permit) = permit.filter(|_| !cancel.is_cancelled()) else {
+                results.push(Attempt::not_run(
+                    &task.name,
+                    n,
+                    run_path,
+                    Status::Interrupted,
+                    String::new(),
+                ));
+                continue;
+            };
+            let (ctx, task, image, cancel, bar, done) = (
+                ctx.clone(),
+                task.clone(),
+                image.clone(),
+                cancel.clone(),
+                bar.clone(),
+                done.clone(),
+            );
+            let name = task.name.clone();
+            let path = run_path.clone();
+            let handle = tokio::spawn(async move {
+                let _permit = permit;
+                let (img, img_ms) = image
+                    .get_or_init(|| async {
+                        let t = Instant::now();
+                        let r = tokio::select! {
+                            r = image::resolve(&task) => r.map_err(|e| format!("image: {e}")),
+                            _ = cancel.cancelled() => Err("interrupted while preparing the image".into()),
+                        };
+                        (r, t.elapsed().as_millis() as u64)
+                    })
+                    .await
+                    .clone();
+                let a = attempt::run(&ctx, &task, img, img_ms, n, run_path, &cancel).await;
+                let a = if cancel.is_cancelled() && a.status == Status::Error {
+                    Attempt {
+                        status: Status::Interrupted,
+                        ..a
+                    }
+                } else {
+                    a
+                };
+                let d = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                announce(&bar, &a, d, total);
+                a
+            });
+            handles.push((name, n, path, handle));
+        }
+    }
+    for (name, n, path, h) in handles {
+        results.push(h.await.unwrap_or_else(|e| {
+            Attempt::not_run(
+                &name,
+                n,
+                path,
+                Status::Error,
+                format!("the attempt crashed: {e}"),
+            )
+        }));
+    }
+    results.sort_by(|a, b| (a.task.as_str(), a.attempt).cmp(&(b.task.as_str(), b.attempt)));
+    results
+}
+
+fn write_reports(
+    args: &EvalArgs,
+    attempts: &[Attempt],
+    tasks: &[report::TaskSummary],
+    totals: &report::Totals,
+    meta: serde_json::Value,
+    elapsed: std::time::Duration,
+) -> Result<(), EvalError> {
+    let wrote = |path: &PathBuf, r: std::io::Result<()>| {
+        r.map_err(|source| EvalError::Write {
+            path: path.clone(),
+            source,
+        })
+    };
+    if let Some(p) = &args.json {
+        let v = report::json_report(attempts, tasks, totals, meta);
+        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+        wrote(p, report::write(p, &text))?;
+    }
+    if let Some(p) = &args.junit {
+        let xml = report::junit(attempts, elapsed).map_err(|e| EvalError::Write {
+            path: p.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        wrote(p, report::write(p, &xml))?;
+    }
+    let title = format!("runner eval ({})", args.agent_kind.as_str());
+    let md = report::markdown(attempts, totals, &title);
+    if let Some(p) = &args.summary {
+        wrote(p, report::write(p, &md))?;
+    }
+    if let Some(p) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        wrote(&p, report::append(&p, &md))?;
+    }
+    Ok(())
+}

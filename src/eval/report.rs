@@ -1,0 +1,305 @@
+//! The suite's reports: the table on stderr, JSON, JUnit XML and the
+//! Markdown summary, all made from the same attempt records.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use serde::Serialize;
+use serde_json::json;
+
+use super::outcome::{Attempt, Status};
+use crate::model::Usage;
+
+/// Version of the JSON report's format (documented in README.md).
+pub const JSON_REPORT_VERSION: u32 = 1;
+
+/// One task's attempts, aggregated.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskSummary {
+    pub task: String,
+    pub attempts: u32,
+    pub passes: u32,
+    pub errors: u32,
+    /// Mean reward of the graded attempts (`null` when none was graded).
+    pub mean_reward: Option<f64>,
+    /// Whether any of the k attempts passed.
+    pub pass_at_k: bool,
+}
+
+/// Suite totals.
+#[derive(Debug, Clone, Serialize)]
+pub struct Totals {
+    pub tasks: usize,
+    pub attempts: usize,
+    pub passed: usize,
+    pub failed: usize,
+    pub errors: usize,
+    pub interrupted: usize,
+    /// passed / (passed + failed): infrastructure errors and interrupted
+    /// attempts are neither passes nor fails.
+    pub pass_rate: f64,
+    /// Mean over tasks of (passes / attempts).
+    pub pass_at_1: f64,
+    /// Fraction of tasks with at least one passing attempt out of k.
+    pub pass_at_k: f64,
+    pub k: u32,
+    pub mean_reward: Option<f64>,
+    pub usage: Usage,
+    pub cost_usd: f64,
+    pub duration_ms: u64,
+}
+
+/// Aggregates per task (sorted by name) and for the suite.
+pub fn summarize(attempts: &[Attempt], k: u32, duration: Duration) -> (Vec<TaskSummary>, Totals) {
+    let mut by_task: BTreeMap<&str, Vec<&Attempt>> = BTreeMap::new();
+    for a in attempts {
+        by_task.entry(a.task.as_str()).or_default().push(a);
+    }
+    let tasks: Vec<TaskSummary> = by_task
+        .iter()
+        .map(|(name, list)| {
+            let rewards: Vec<f64> = list.iter().filter_map(|a| a.reward).collect();
+            TaskSummary {
+                task: name.to_string(),
+                attempts: list.len() as u32,
+                passes: list.iter().filter(|a| a.pass).count() as u32,
+                errors: list.iter().filter(|a| a.status == Status::Error).count() as u32,
+                mean_reward: mean(&rewards),
+                pass_at_k: list.iter().any(|a| a.pass),
+            }
+        })
+        .collect();
+    let count = |s: Status| attempts.iter().filter(|a| a.status == s).count();
+    let (passed, failed) = (count(Status::Pass), count(Status::Fail));
+    let rewards: Vec<f64> = attempts.iter().filter_map(|a| a.reward).collect();
+    let mut usage = Usage::default();
+    for a in attempts {
+        usage.add(&a.usage);
+    }
+    let n = tasks.len().max(1) as f64;
+    let totals = Totals {
+        tasks: tasks.len(),
+        attempts: attempts.len(),
+        passed,
+        failed,
+        errors: count(Status::Error),
+        interrupted: count(Status::Interrupted),
+        pass_rate: if passed + failed == 0 {
+            0.0
+        } else {
+            passed as f64 / (passed + failed) as f64
+        },
+        pass_at_1: tasks
+            .iter()
+            .map(|t| t.passes as f64 / t.attempts.max(1) as f64)
+            .sum::<f64>()
+            / n,
+        pass_at_k: tasks.iter().filter(|t| t.pass_at_k).count() as f64 / n,
+        k,
+        mean_reward: mean(&rewards),
+        usage,
+        cost_usd: attempts.iter().map(|a| a.cost_usd).sum(),
+        duration_ms: duration.as_millis() as u64,
+    };
+    (tasks, totals)
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// The JSON report.
+pub fn json_report(
+    attempts: &[Attempt],
+    tasks: &[TaskSummary],
+    totals: &Totals,
+    meta: serde_json::Value,
+) -> serde_json::Value {
+    json!({
+        "version": JSON_REPORT_VERSION,
+        "suite": meta,
+        "totals": totals,
+        "tasks": tasks,
+        "attempts": attempts,
+    })
+}
+
+/// The JUnit report: one testsuite per task, one testcase per attempt;
+/// a fail is `<failure>`, an infrastructure error `<error>`, an
+/// interrupted attempt `<skipped>`.
+pub fn junit(attempts: &[Attempt], duration: Duration) -> Result<String, String> {
+    let mut report = Report::new("runner eval");
+    report.set_time(duration);
+    let mut suites: BTreeMap<&str, TestSuite> = BTreeMap::new();
+    for a in attempts {
+        let suite = suites
+            .entry(a.task.as_str())
+            .or_insert_with(|| TestSuite::new(a.task.clone()));
+        let status = match a.status {
+            Status::Pass => TestCaseStatus::success(),
+            Status::Fail => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_message(a.failure.clone().unwrap_or_else(|| "failed".into()));
+                s.set_type("fail");
+                s
+            }
+            Status::Error => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+                s.set_message(a.error.clone().unwrap_or_else(|| "error".into()));
+                s.set_type("infrastructure");
+                s
+            }
+            Status::Interrupted => {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message("interrupted");
+                s
+            }
+        };
+        let mut case = TestCase::new(format!("{} #{}", a.task, a.attempt), status);
+        case.set_classname(a.task.clone());
+        case.set_time(Duration::from_millis(a.phases.total_ms));
+        if let Some(r) = a.reward {
+            case.add_property(quick_junit::Property::new("reward", r.to_string()));
+        }
+        case.add_property(quick_junit::Property::new(
+            "agent_outcome",
+            a.agent_outcome.clone(),
+        ));
+        suite.add_test_case(case);
+    }
+    report.add_test_suites(suites.into_values());
+    report.to_string().map_err(|e| e.to_string())
+}
+
+fn fmt_reward(a: &Attempt) -> String {
+    a.reward.map_or("-".into(), |r| format!("{r:.2}"))
+}
+
+fn fmt_secs(ms: u64) -> String {
+    format!("{:.1}s", ms as f64 / 1000.0)
+}
+
+/// The table printed on stderr at the end.
+pub fn table(attempts: &[Attempt], totals: &Totals) -> String {
+    let name_w = attempts
+        .iter()
+        .map(|a| a.task.len() + 3)
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<name_w$}  {:>6}  {:<11}  {:>5}  {:>8}  {:>8}  outcome",
+        "task", "reward", "status", "steps", "duration", "cost"
+    );
+    for a in attempts {
+        let name = format!("{}#{}", a.task, a.attempt);
+        let outcome = a
+            .error
+            .as_deref()
+            .map(|e| format!("{}: {}", a.agent_outcome, one_line(e, 80)))
+            .unwrap_or_else(|| a.agent_outcome.clone());
+        let _ = writeln!(
+            s,
+            "{name:<name_w$}  {:>6}  {:<11}  {:>5}  {:>8}  {:>8}  {outcome}",
+            fmt_reward(a),
+            a.status.as_str(),
+            a.steps,
+            fmt_secs(a.phases.total_ms),
+            format!("${:.4}", a.cost_usd),
+        );
+    }
+    let _ = writeln!(s, "{}", totals_line(totals));
+    s
+}
+
+fn totals_line(t: &Totals) -> String {
+    let at_k = if t.k > 1 {
+        format!(", pass@{} {:.2}", t.k, t.pass_at_k)
+    } else {
+        String::new()
+    };
+    format!(
+        "{} passed, {} failed, {} errors, {} interrupted of {} attempts ({} tasks); pass rate {:.1}%, pass@1 {:.2}{at_k}, mean reward {}, cost ${:.4}, {}",
+        t.passed,
+        t.failed,
+        t.errors,
+        t.interrupted,
+        t.attempts,
+        t.tasks,
+        t.pass_rate * 100.0,
+        t.pass_at_1,
+        t.mean_reward.map_or("-".into(), |r| format!("{r:.3}")),
+        t.cost_usd,
+        fmt_secs(t.duration_ms)
+    )
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let l: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if l.chars().count() > max {
+        format!("{}...", l.chars().take(max).collect::<String>())
+    } else {
+        l
+    }
+}
+
+/// The Markdown summary for a CI step summary.
+pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
+    let mut s = String::new();
+    let icon = |st: Status| match st {
+        Status::Pass => "✅ pass",
+        Status::Fail => "❌ fail",
+        Status::Error => "⚠️ error",
+        Status::Interrupted => "⏹ interrupted",
+    };
+    let _ = writeln!(s, "## {title}\n\n{}\n", totals_line(totals));
+    let _ = writeln!(
+        s,
+        "| task | attempt | status | reward | steps | duration | cost | outcome |"
+    );
+    let _ = writeln!(s, "|---|---:|---|---:|---:|---:|---:|---|");
+    for a in attempts {
+        let detail = a
+            .error
+            .as_deref()
+            .or(a.failure.as_deref())
+            .map(|d| format!("{}: {}", a.agent_outcome, one_line(d, 120)))
+            .unwrap_or_else(|| a.agent_outcome.clone());
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | ${:.4} | {} |",
+            a.task,
+            a.attempt,
+            icon(a.status),
+            fmt_reward(a),
+            a.steps,
+            fmt_secs(a.phases.total_ms),
+            a.cost_usd,
+            detail.replace('|', "\\|")
+        );
+    }
+    s
+}
+
+/// Writes `text` to `path`, creating parent directories.
+pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(p) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(p)?;
+    }
+    std::fs::write(path, text)
+}
+
+/// Appends `text` to `path` (GITHUB_STEP_SUMMARY accumulates steps).
+pub fn append(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}

@@ -1,0 +1,86 @@
+//! Seeding a host workspace from an image: the files an image ships in its
+//! working directory (a task's starting state) are hidden by the bind
+//! mount of the run's workspace, so they are copied out first, through a
+//! created (never started) labelled container and the archive API,
+//! extracted safely.
+
+use std::path::Path;
+
+use bollard::models::ContainerCreateBody;
+use bollard::query_parameters::CreateContainerOptionsBuilder;
+
+use super::client::{CALL_TIMEOUT, call};
+use super::config::{CONTAINER_WORKDIR, DockerConfig};
+use super::container::{container_name, labels, remove};
+use super::{copy, image};
+use crate::exec::ExecError;
+
+/// What seeding found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seeded {
+    /// The image's working directory (`WorkingDir`), /workspace when unset.
+    pub workdir: String,
+    /// Entries refused (links out, devices...).
+    pub skipped: usize,
+}
+
+/// Copies the image's working directory into the empty host directory
+/// `host`; a directory missing from the image leaves it empty.
+pub async fn seed_workspace(
+    image_ref: &str,
+    host: &Path,
+    run_id: &str,
+) -> Result<Seeded, ExecError> {
+    let docker = super::client::connect().await?;
+    image::ensure_image(&docker, image_ref).await?;
+    let info = call(
+        "inspect image",
+        image_ref,
+        CALL_TIMEOUT,
+        docker.inspect_image(image_ref),
+    )
+    .await?;
+    let workdir = info
+        .config
+        .and_then(|c| c.working_dir)
+        .filter(|w| w.starts_with('/') && w.len() > 1)
+        .map(|w| w.trim_end_matches('/').to_string())
+        .unwrap_or_else(|| CONTAINER_WORKDIR.to_string());
+    let cfg = DockerConfig {
+        image: image_ref.to_string(),
+        run_id: run_id.to_string(),
+        ..DockerConfig::default()
+    };
+    let name = format!("{}-seed", container_name(run_id));
+    let body = ContainerCreateBody {
+        image: Some(image_ref.to_string()),
+        entrypoint: Some(vec!["true".into()]),
+        cmd: Some(vec![]),
+        labels: Some(labels(&cfg)),
+        network_disabled: Some(true),
+        ..Default::default()
+    };
+    let opts = CreateContainerOptionsBuilder::new().name(&name).build();
+    let created = call(
+        "create container",
+        &name,
+        CALL_TIMEOUT,
+        docker.create_container(Some(opts), body),
+    )
+    .await?;
+    let result = copy::download(&docker, &created.id, host, &workdir).await;
+    let removed = remove(&docker, &created.id).await;
+    let report = match result {
+        Ok(r) => r,
+        // No such directory in the image: nothing to seed.
+        Err(ExecError::Docker { detail, .. }) if detail.contains("404") => {
+            copy::CollectReport::default()
+        }
+        Err(e) => return Err(e),
+    };
+    removed?;
+    Ok(Seeded {
+        workdir,
+        skipped: report.skipped.len(),
+    })
+}

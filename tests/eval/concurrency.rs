@@ -1,0 +1,114 @@
+//! Bounded concurrency: 20 tasks with --jobs 4 against --jobs 1, and
+//! Ctrl-C in the middle of a suite.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{
+    TINY, assert_clean, eval_cmd, prelude, report, run_with_pid, statuses, task, toml,
+};
+use crate::util::Dir;
+
+/// 20 tasks whose solution takes `work` seconds.
+fn twenty(d: &Dir, work: &str) {
+    for i in 0..20 {
+        task(
+            &d.path().join("suite"),
+            &format!("t{i:02}"),
+            &[
+                ("instruction.md", "write ok to out.txt\n"),
+                ("task.toml", &toml(TINY, 60, 30)),
+                ("tests/test.sh", "grep -qx ok /workspace/out.txt\n"),
+                (
+                    "solution/solve.sh",
+                    &format!("sleep {work}\necho ok > out.txt\n"),
+                ),
+            ],
+        );
+    }
+}
+
+#[test]
+fn four_jobs_finish_twenty_tasks_clearly_faster_than_one() {
+    let _g = prelude();
+    let d = Dir::new();
+    twenty(&d, "1");
+    let mut secs = Vec::new();
+    for jobs in ["1", "4"] {
+        let _ = std::fs::remove_dir_all(d.path().join("runs"));
+        let (ran, pid) = run_with_pid(eval_cmd(
+            &d,
+            &["suite", "--agent", "oracle", "--jobs", jobs],
+        ));
+        ran.expect_code(0);
+        assert_clean(pid, &ran.desc);
+        let r = report(&d, &ran);
+        assert_eq!(statuses(&r).len(), 20);
+        assert_eq!(r["totals"]["passed"], 20, "{}", ran.explain());
+        eprintln!(
+            "--jobs {jobs}: 20 tasks in {:.1}s",
+            ran.elapsed.as_secs_f64()
+        );
+        secs.push(ran.elapsed.as_secs_f64());
+    }
+    assert!(
+        secs[1] < secs[0] * 0.6,
+        "--jobs 4 took {:.1}s, --jobs 1 {:.1}s",
+        secs[1],
+        secs[0]
+    );
+}
+
+#[test]
+fn sigint_mid_suite_stops_cleans_up_writes_reports_and_exits_130() {
+    let _g = prelude();
+    let d = Dir::new();
+    twenty(&d, "30");
+    let mut cmd = eval_cmd(&d, &["suite", "--agent", "oracle", "--jobs", "4"]);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().expect("spawn runner");
+    let pid = child.id();
+    // Wait until the first four attempts are in their agent phase.
+    let start = Instant::now();
+    loop {
+        let started = (0..20)
+            .filter(|i| {
+                d.path()
+                    .join(format!("runs/eval/t{i:02}/1/trajectory.jsonl"))
+                    .exists()
+            })
+            .count();
+        if started >= 4 || start.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("send SIGINT");
+    let t = Instant::now();
+    let out = child.wait_with_output().expect("wait");
+    let ran = crate::util::Ran {
+        out,
+        desc: "runner eval suite --jobs 4 (SIGINT)".into(),
+        elapsed: t.elapsed(),
+    };
+    ran.expect_code(130);
+    assert!(
+        ran.elapsed < Duration::from_secs(30),
+        "stopped promptly: {:?}",
+        ran.elapsed
+    );
+    assert_clean(pid, &ran.desc);
+    let r = report(&d, &ran);
+    let st = statuses(&r);
+    assert_eq!(st.len(), 20, "every attempt is in the report: {st:?}");
+    assert!(st.iter().all(|(_, s, _)| s == "interrupted"), "{st:?}");
+    assert_eq!(r["suite"]["interrupted"], true);
+    let xml = std::fs::read_to_string(d.path().join("junit.xml")).expect("junit.xml");
+    let (cases, _, errors, skipped) = crate::junit::validate(&xml);
+    assert_eq!((cases, errors, skipped), (20, 0, 20));
+}

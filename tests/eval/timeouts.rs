@@ -1,0 +1,95 @@
+//! Timeouts: a hanging verifier is an infrastructure error; an agent that
+//! runs out of time is recorded as such and still graded.
+
+use crate::common::{TINY, assert_clean, eval_cmd, prelude, report, run_with_pid, task, toml};
+use crate::util::Dir;
+
+#[test]
+fn hanging_verifier_is_stopped_and_recorded_as_an_infrastructure_error() {
+    let _g = prelude();
+    let d = Dir::new();
+    task(
+        d.path(),
+        "hangs",
+        &[
+            ("instruction.md", "nothing\n"),
+            ("task.toml", &toml(TINY, 30, 2)),
+            (
+                "tests/test.sh",
+                "echo 1 > /logs/verifier/reward.txt; sleep 600\n",
+            ),
+        ],
+    );
+    let (ran, pid) = run_with_pid(eval_cmd(&d, &["hangs", "--agent", "nop"]));
+    ran.expect_code(2);
+    assert!(
+        ran.elapsed.as_secs() < 60,
+        "stopped at its timeout: {:?}",
+        ran.elapsed
+    );
+    assert_clean(pid, &ran.desc);
+    let r = report(&d, &ran);
+    let a = &r["attempts"][0];
+    assert_eq!(a["status"], "error", "{a}");
+    assert_eq!(a["pass"], false);
+    assert!(
+        a["reward"].is_null(),
+        "no reward from a verifier that did not finish: {a}"
+    );
+    assert!(
+        a["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("within 2s"),
+        "{a}"
+    );
+    assert_eq!(r["totals"]["errors"], 1);
+    let xml = std::fs::read_to_string(d.path().join("junit.xml")).expect("junit.xml");
+    let (_, failures, errors, _) = crate::junit::validate(&xml);
+    assert_eq!(
+        (failures, errors),
+        (0, 1),
+        "an infrastructure error is <error>"
+    );
+
+    // Without --fail-on-error the error only counts against the pass rate.
+    let d2 = Dir::new();
+    std::fs::rename(d.path().join("hangs"), d2.path().join("hangs")).expect("move task");
+    let (ran, pid) = run_with_pid(eval_cmd(
+        &d2,
+        &["hangs", "--agent", "nop", "--fail-on-error=false"],
+    ));
+    ran.expect_code(1);
+    assert_clean(pid, &ran.desc);
+}
+
+#[test]
+fn agent_over_its_timeout_is_recorded_and_still_graded() {
+    let _g = prelude();
+    let d = Dir::new();
+    task(
+        d.path(),
+        "slow",
+        &[
+            ("instruction.md", "write done to out.txt\n"),
+            ("task.toml", &toml(TINY, 3, 30)),
+            ("tests/test.sh", "grep -qx done /workspace/out.txt\n"),
+            ("solution/solve.sh", "echo done > out.txt\nsleep 600\n"),
+        ],
+    );
+    let (ran, pid) = run_with_pid(eval_cmd(&d, &["slow", "--agent", "oracle"]));
+    assert!(
+        ran.elapsed.as_secs() < 60,
+        "agent stopped at its timeout: {:?}",
+        ran.elapsed
+    );
+    assert_clean(pid, &ran.desc);
+    let r = report(&d, &ran);
+    let a = &r["attempts"][0];
+    assert_eq!(a["agent_outcome"], "agent_timeout", "{a}{}", ran.explain());
+    // Graded all the same: the file was written before the timeout.
+    assert_eq!(a["status"], "pass", "{a}");
+    assert_eq!(a["reward"], 1.0);
+    assert!(a["phases"]["agent_ms"].as_u64().unwrap_or(0) >= 3000, "{a}");
+    ran.expect_code(0);
+}
