@@ -4,7 +4,7 @@
 CARGO ?= cargo
 RUNNER := target/debug/runner
 
-.PHONY: all build test lint fmt sandbox-image sandbox-tiny sandbox-full demo clean-runs bench bench-quick bench-images eval-demo
+.PHONY: demo-run all build test lint fmt sandbox-image sandbox-tiny sandbox-full demo clean-runs bench bench-quick bench-images eval-demo
 
 all: build
 
@@ -22,7 +22,7 @@ sandbox-full:
 
 ## Every test: unit, binary, model wire formats, and the docker executor against the real engine.
 test: sandbox-image
-	$(CARGO) test --all-targets -- --test-threads=2
+	$(CARGO) test --lib --bins --tests -- --test-threads=2
 
 lint:
 	$(CARGO) fmt --check
@@ -31,8 +31,12 @@ lint:
 fmt:
 	$(CARGO) fmt
 
-## The main job with no API key: the scripted model drives a sandboxed run.
+## The main job with no API key: the example suite graded with its reference solutions.
 demo: sandbox-full build
+	$(RUNNER) eval examples/tasks --agent oracle --junit runs/demo-junit.xml --summary runs/demo-summary.md
+
+## One task, one sandbox, a scripted model driving the loop (no API key).
+demo-run: sandbox-full build
 	$(RUNNER) --provider scripted --script examples/demo/script.json \
 		--image runner-sandbox:bookworm --keep-workspace "$$(cat examples/demo/task.md)"
 
@@ -57,5 +61,4 @@ bench-quick: bench-images
 	$(CARGO) bench --bench suite -- --quick
 
 ## Every example task with its reference solution (Harbor format, offline).
-eval-demo: sandbox-full build
-	$(RUNNER) eval examples/tasks --agent oracle
+eval-demo: demo
