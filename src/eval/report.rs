@@ -161,12 +161,13 @@ pub fn junit(attempts: &[Attempt], duration: Duration) -> Result<String, String>
         let mut case = TestCase::new(format!("{} #{}", a.task, a.attempt), status);
         case.set_classname(a.task.clone());
         case.set_time(Duration::from_millis(a.phases.total_ms));
-        if let Some(r) = a.reward {
-            case.add_property(quick_junit::Property::new("reward", r.to_string()));
-        }
-        case.add_property(quick_junit::Property::new(
-            "agent_outcome",
-            a.agent_outcome.clone(),
+        // Properties inside a testcase are outside the common JUnit schema
+        // (Jenkins junit-10), so the reward and outcome go to system-out.
+        case.set_system_out(format!(
+            "reward: {}\nagent_outcome: {}\nrun_dir: {}\n",
+            fmt_reward(a),
+            a.agent_outcome,
+            a.run_dir.display()
         ));
         suite.add_test_case(case);
     }
