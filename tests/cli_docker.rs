@@ -38,9 +38,8 @@ fn bash(cmd: &str) -> Value {
 
 /// `runner --executor docker --image tiny --provider scripted --script S --json`.
 fn docker_runner(d: &Dir, script: &str) -> Command {
-    let mut c = d.runner();
-    c.args(Exec::Docker.args())
-        .args(["--provider", "scripted", "--script", script, "--json"]);
+    let mut c = d.scripted(script);
+    c.args(Exec::Docker.args());
     c
 }
 

@@ -24,18 +24,10 @@ fn background_children_die_at_the_timeout() {
         &format!("{marker} & nohup {marker} > /dev/null 2>&1 & {marker}"),
     );
     let start = Instant::now();
-    let r = util::run(d.runner().args([
-        "--provider",
-        "scripted",
-        "--script",
-        &s,
-        "--executor",
-        "local",
-        "--json",
-        "--timeout",
-        "2",
-        "go",
-    ]));
+    let r = util::run(
+        d.scripted(&s)
+            .args(["--executor", "local", "--timeout", "2", "go"]),
+    );
     let elapsed = start.elapsed();
     r.expect_code(0);
     assert!(elapsed < Duration::from_secs(4), "took {elapsed:?}");
@@ -61,17 +53,8 @@ fn a_1gb_flood_keeps_memory_bounded_and_counts_every_byte() {
     let d = Dir::new();
     let s = one_command(&d, "head -c 1073741824 /dev/zero");
     let mut child = d
-        .runner()
-        .args([
-            "--provider",
-            "scripted",
-            "--script",
-            &s,
-            "--executor",
-            "local",
-            "--json",
-            "flood",
-        ])
+        .scripted(&s)
+        .args(["--executor", "local", "flood"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -109,14 +109,7 @@ fn malformed_input_and_unknown_tool_become_error_results(ex: Exec) {
             {"text": "done", "expect": "unknown tool 'python'"}
         ]),
     );
-    let r = run(d.runner().args(ex.args()).args([
-        "--provider",
-        "scripted",
-        "--script",
-        &s,
-        "--json",
-        "go",
-    ]));
+    let r = run(d.scripted(&s).args(ex.args()).args(["go"]));
     r.expect_code(0);
     let events = r.events();
     let results = of_type(&events, "tool_result");
@@ -146,16 +139,10 @@ fn step_limit_ends_with_its_outcome_and_exit_1(ex: Exec) {
         .map(|_| json!({"tool_calls": [bash("true")]}))
         .collect();
     let s = script(&d, json!(turns));
-    let r = run(d.runner().args(ex.args()).args([
-        "--provider",
-        "scripted",
-        "--script",
-        &s,
-        "--json",
-        "--max-steps",
-        "2",
-        "loop",
-    ]));
+    let r = run(d
+        .scripted(&s)
+        .args(ex.args())
+        .args(["--max-steps", "2", "loop"]));
     r.expect_code(1);
     let events = r.events();
     assert_eq!(outcome(&events), "step_limit");
@@ -169,18 +156,11 @@ fn cost_limit_uses_usage_and_the_price_override(ex: Exec) {
         .map(|_| json!({"tool_calls": [bash("true")], "usage": usage}))
         .collect();
     let s = script(&d, json!(turns));
-    let r = run(d.runner().args(ex.args()).args([
-        "--provider",
-        "scripted",
-        "--script",
-        &s,
-        "--json",
-        "--price",
-        "1,1",
-        "--max-cost",
-        "2.5",
-        "spend",
-    ]));
+    let r =
+        run(d
+            .scripted(&s)
+            .args(ex.args())
+            .args(["--price", "1,1", "--max-cost", "2.5", "spend"]));
     r.expect_code(1);
     let events = r.events();
     assert_eq!(outcome(&events), "cost_limit");
@@ -197,16 +177,10 @@ fn time_limit_ends_the_run(ex: Exec) {
         &d,
         json!([{"tool_calls": [bash("sleep 2")]}, {"tool_calls": [bash("true")]}]),
     );
-    let r = run(d.runner().args(ex.args()).args([
-        "--provider",
-        "scripted",
-        "--script",
-        &s,
-        "--json",
-        "--max-time",
-        "1",
-        "slow",
-    ]));
+    let r = run(d
+        .scripted(&s)
+        .args(ex.args())
+        .args(["--max-time", "1", "slow"]));
     r.expect_code(1);
     assert_eq!(outcome(&r.events()), "time_limit");
 }
@@ -217,14 +191,7 @@ fn refusal_ends_with_refused(ex: Exec) {
         &d,
         json!([{"text": "I can't help with that.", "stop_reason": "refusal"}]),
     );
-    let r = run(d.runner().args(ex.args()).args([
-        "--provider",
-        "scripted",
-        "--script",
-        &s,
-        "--json",
-        "bad idea",
-    ]));
+    let r = run(d.scripted(&s).args(ex.args()).args(["bad idea"]));
     r.expect_code(1);
     assert_eq!(outcome(&r.events()), "refused");
 }
@@ -238,16 +205,10 @@ fn a_call_cut_off_by_max_tokens_is_never_run(ex: Exec) {
             {"text": "ok", "expect": "cut off by the max_tokens limit"}
         ]),
     );
-    let r = run(d.runner().args(ex.args()).args([
-        "--provider",
-        "scripted",
-        "--script",
-        &s,
-        "--json",
-        "--workspace",
-        ".",
-        "go",
-    ]));
+    let r = run(d
+        .scripted(&s)
+        .args(ex.args())
+        .args(["--workspace", ".", "go"]));
     r.expect_code(0);
     assert!(!d.path().join("cut").exists());
 }
@@ -256,16 +217,7 @@ fn a_call_cut_off_by_max_tokens_is_never_run(ex: Exec) {
 fn unknown_stop_reason_is_handled() {
     let d = Dir::new();
     let s = script(&d, json!([{"text": "hm", "stop_reason": "something_new"}]));
-    let r = run(d.runner().args([
-        "--provider",
-        "scripted",
-        "--script",
-        &s,
-        "--executor",
-        "local",
-        "--json",
-        "go",
-    ]));
+    let r = run(d.scripted(&s).args(["--executor", "local", "go"]));
     r.expect_code(0);
 }
 
@@ -275,14 +227,7 @@ fn policy_blocks_before_the_executor(ex: Exec) {
         &d,
         json!([{"tool_calls": [bash("sudo touch /tmp/x")]}, {"text": "ok", "expect": "blocked by policy"}]),
     );
-    let r = run(d.runner().args(ex.args()).args([
-        "--provider",
-        "scripted",
-        "--script",
-        &s,
-        "--json",
-        "go",
-    ]));
+    let r = run(d.scripted(&s).args(ex.args()).args(["go"]));
     r.expect_code(0);
 }
 

@@ -48,6 +48,14 @@ impl Dir {
         c
     }
 
+    /// `runner --provider scripted --script SCRIPT --json`, ready for more
+    /// flags and the task.
+    pub fn scripted(&self, script: &str) -> Command {
+        let mut c = self.runner();
+        c.args(["--provider", "scripted", "--script", script, "--json"]);
+        c
+    }
+
     /// The single run directory under `runs/`.
     pub fn run_dir(&self) -> PathBuf {
         let mut dirs: Vec<_> = std::fs::read_dir(self.path().join("runs"))
