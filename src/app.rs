@@ -52,18 +52,7 @@ impl AppError {
     /// What the user can do about it.
     pub fn hint(&self) -> Option<String> {
         Some(match self {
-            AppError::Model(ModelError::MissingKey { var }) => format!(
-                "export {var}=..., or try without a key: --provider scripted --script FILE"
-            ),
-            AppError::Model(ModelError::Unauthorized { var, .. }) => {
-                format!("check that {var} holds a valid key for this API")
-            }
-            AppError::Model(ModelError::ModelNotFound { .. }) => {
-                "check --model (or RUNNER_MODEL) against the provider's model list".into()
-            }
-            AppError::Model(ModelError::Unreachable { .. }) => {
-                "check --base-url (or ANTHROPIC_BASE_URL / OPENAI_BASE_URL) and the network".into()
-            }
+            AppError::Model(e) => return e.hint(),
             AppError::Exec(ExecError::DockerUnavailable { .. }) => {
                 "start the Docker daemon (or set DOCKER_HOST); --executor local runs without a sandbox".into()
             }
@@ -188,6 +177,7 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
                 outcome: Outcome::Error,
                 error: Some(e.to_string()),
                 final_text: None,
+                hint: None,
             };
             start_failed = Some(AppError::Exec(e));
             end
@@ -210,7 +200,12 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
             record(&finished);
             report_error(err);
         }
-        None => sink(&finished),
+        None => {
+            sink(&finished);
+            if let Some(h) = &end.hint {
+                human.say(&format!("hint: {h}"));
+            }
+        }
     }
     run_dir.redact_outputs();
     // A scratch workspace no command ever saw is not worth keeping.
@@ -333,6 +328,7 @@ async fn repl(
         outcome: Outcome::Completed,
         error: None,
         final_text: None,
+        hint: None,
     };
     loop {
         human.prompt();
@@ -365,6 +361,7 @@ fn interrupted() -> RunEnd {
         outcome: Outcome::Interrupted,
         error: None,
         final_text: None,
+        hint: None,
     }
 }
 

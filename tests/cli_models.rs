@@ -125,6 +125,11 @@ fn a_401_exits_2_naming_the_key_variable() {
     let r = anthropic_run(&d, &server, &[]);
     r.expect_code(2);
     assert!(r.stderr().contains("ANTHROPIC_API_KEY"), "{}", r.explain());
+    assert!(
+        r.stderr().contains("hint: check that ANTHROPIC_API_KEY"),
+        "{}",
+        r.explain()
+    );
     assert_eq!(server.requests().len(), 1, "a 401 is never retried");
     assert_eq!(outcome(&d.trajectory()), "error");
 }

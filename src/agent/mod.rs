@@ -65,6 +65,8 @@ pub struct RunEnd {
     pub outcome: Outcome,
     pub error: Option<String>,
     pub final_text: Option<String>,
+    /// What the user can do about an error, when there is something.
+    pub hint: Option<String>,
 }
 
 impl RunEnd {
@@ -73,6 +75,7 @@ impl RunEnd {
             outcome,
             error: None,
             final_text: None,
+            hint: None,
         }
     }
 
@@ -81,6 +84,14 @@ impl RunEnd {
             outcome: Outcome::Error,
             error: Some(message),
             final_text: None,
+            hint: None,
+        }
+    }
+
+    fn model_error(e: &ModelError) -> Self {
+        RunEnd {
+            hint: e.hint(),
+            ..RunEnd::error(e.to_string())
         }
     }
 }
@@ -151,7 +162,7 @@ impl Agent<'_> {
                     self.trim_after_overflow(convo, sink);
                     continue;
                 }
-                Err(e) => return RunEnd::error(e.to_string()),
+                Err(e) => return RunEnd::model_error(&e),
             };
             self.account(step, convo, &reply, sink);
             if reply.stop_reason == StopReason::ModelContextWindowExceeded
@@ -257,6 +268,7 @@ impl Agent<'_> {
                 outcome: Outcome::Refused,
                 error: None,
                 final_text: Some(text),
+                hint: None,
             });
         }
         let cut_off = reply.stop_reason == StopReason::MaxTokens;
@@ -277,6 +289,7 @@ impl Agent<'_> {
                     outcome: Outcome::Completed,
                     error: None,
                     final_text: Some(text),
+                    hint: None,
                 });
             }
             convo.messages.push(reply.message);
@@ -297,6 +310,7 @@ impl Agent<'_> {
                     outcome: Outcome::Completed,
                     error: None,
                     final_text: Some(text),
+                    hint: None,
                 }),
             };
         }
@@ -309,7 +323,15 @@ impl Agent<'_> {
             content: results,
         });
         if let Some(e) = fatal {
-            return Next::End(RunEnd::error(e.to_string()));
+            let hint = matches!(e, ExecError::SandboxDied { .. }).then(|| {
+                "the container was killed or ran out of memory; its workspace is kept; \
+                 `runner gc` removes anything left"
+                    .to_string()
+            });
+            return Next::End(RunEnd {
+                hint,
+                ..RunEnd::error(e.to_string())
+            });
         }
         if cancel.is_cancelled() {
             return Next::End(RunEnd::new(Outcome::Interrupted));

@@ -143,7 +143,7 @@ pub async fn run(
             agent_cancel.cancel();
             match tokio::time::timeout(WIND_DOWN, &mut phase).await {
                 Ok(r) => r,
-                Err(_) => (RunEnd { outcome: Outcome::Error, error: Some("the agent did not stop after its timeout".into()), final_text: None }, Conversation::default()),
+                Err(_) => (RunEnd { outcome: Outcome::Error, error: Some("the agent did not stop after its timeout".into()), final_text: None, hint: None }, Conversation::default()),
             }
         }
     };
@@ -285,6 +285,7 @@ async fn agent_phase(
                 outcome,
                 error,
                 final_text: text,
+                hint: None,
             },
             Conversation::default(),
         )

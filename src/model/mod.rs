@@ -267,6 +267,30 @@ impl ModelError {
         }
     }
 
+    /// What the user can do about this error, when there is something.
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            ModelError::MissingKey { var } => {
+                format!("export {var}=..., or try without a key: --provider scripted --script FILE")
+            }
+            ModelError::Unauthorized { var, .. } => {
+                format!("check that {var} holds a valid key for this API")
+            }
+            ModelError::ModelNotFound { .. } => {
+                "check --model (or RUNNER_MODEL) against the provider's model list".into()
+            }
+            ModelError::Unreachable { .. } => {
+                "check --base-url (or ANTHROPIC_BASE_URL / OPENAI_BASE_URL) and the network".into()
+            }
+            ModelError::RetriesExhausted { last, .. } => {
+                return last.hint().or_else(|| {
+                    Some("the API kept failing; try again later or raise --max-time".into())
+                });
+            }
+            _ => return None,
+        })
+    }
+
     /// The wait the server asked for, if any.
     pub fn retry_after_ms(&self) -> Option<u64> {
         match self {
