@@ -36,7 +36,11 @@ async fn shutdown_removes_and_execute_after_reports_death() {
     let c = cfg("shutdown");
     let id = c.run_id.clone();
     let ex = start(c).await;
-    assert_eq!(ex.shell(), "bash");
+    let out = ex
+        .execute(req("echo shell=${BASH_VERSION:+bash}", 5.0))
+        .await
+        .unwrap();
+    assert!(out.output.contains("shell=bash"), "{}", out.output);
     assert_eq!(containers_of(&d, &id).await.len(), 1);
     ex.shutdown().await.unwrap();
     let err = ex.execute(req("true", 5.0)).await.unwrap_err();

@@ -55,7 +55,6 @@ pub struct DockerExecutor {
     docker: Docker,
     id: String,
     user: String,
-    shell: &'static str,
     idle_pid: Option<u32>,
     workdir: String,
     memory_bytes: i64,
@@ -139,7 +138,6 @@ impl DockerExecutor {
             docker,
             id,
             user,
-            shell: "sh",
             idle_pid: None,
             workdir: cfg.workdir.clone(),
             memory_bytes: cfg.memory_bytes,
@@ -157,23 +155,13 @@ impl DockerExecutor {
         Ok(exec)
     }
 
-    /// Finds the shell and the OOM baseline, learns the idle pid when it is
-    /// needed, and uploads the workspace in copy mode.
+    /// Learns the idle pid when it is needed, and uploads the workspace in
+    /// copy mode. No exec runs otherwise: the shell is chosen inside each
+    /// command's exec (see `run::LAUNCH`), and a fresh container's OOM-kill
+    /// count is 0, so neither needs a probe (an exec costs as much as a
+    /// command).
     async fn init(&mut self) -> Result<(), ExecError> {
-        let script = "if command -v bash >/dev/null 2>&1; then echo shell=bash; else echo shell=sh; fi; \
-             cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null; exit 0";
-        let out = kill::control(&self.docker, &self.id, &self.user, script).await?;
-        if out.exit_code != Some(0) {
-            return Err(ExecError::Spawn(format!(
-                "the image has no working `sh` (probe exit {:?}); container {}",
-                out.exit_code,
-                short(&self.id)
-            )));
-        }
-        if out.stdout.lines().any(|l| l == "shell=bash") {
-            self.shell = "bash";
-        }
-        *self.oom_seen.get_mut() = kill::parse_oom_kill(&out.stdout);
+        *self.oom_seen.get_mut() = Some(0);
         if user_is_root(&self.user) {
             self.idle_pid = kill::find_idle_pid(&self.docker, &self.id).await?;
         }
@@ -206,11 +194,6 @@ impl DockerExecutor {
     /// leaves the host directory as it was). Idempotent.
     pub async fn discard(&self) -> Result<(), ExecError> {
         self.finish(false).await
-    }
-
-    /// The shell commands run under (`bash` or `sh`).
-    pub fn shell(&self) -> &'static str {
-        self.shell
     }
 
     /// Removes the container (after collecting the workspace in copy mode
@@ -306,7 +289,6 @@ impl Executor for DockerExecutor {
             docker: &self.docker,
             id: &self.id,
             user: &self.user,
-            shell: self.shell,
             idle_pid: self.idle_pid,
             memory_bytes: self.memory_bytes,
             pids_limit: self.pids_limit,

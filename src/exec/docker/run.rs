@@ -27,7 +27,6 @@ pub struct Target<'a> {
     pub docker: &'a Docker,
     pub id: &'a str,
     pub user: &'a str,
-    pub shell: &'a str,
     pub idle_pid: Option<u32>,
     pub memory_bytes: i64,
     pub pids_limit: i64,
@@ -58,6 +57,11 @@ async fn died_or(t: &Target<'_>, err: ExecError) -> ExecError {
     err
 }
 
+/// Runs the command (`$1`) with bash when the image has it, else with sh;
+/// `exec` replaces the launcher, so no extra process stays around.
+pub const LAUNCH: &str =
+    "if command -v bash >/dev/null 2>&1; then exec bash -c \"$1\"; fi; exec sh -c \"$1\"";
+
 /// Runs one command to completion, timeout or cancellation. `oom_seen` is
 /// the OOM-kill count already accounted for, updated when it grows.
 pub async fn run(
@@ -80,7 +84,7 @@ pub async fn run(
         t.docker.create_exec(
             t.id,
             CreateExecOptions {
-                cmd: Some(vec![t.shell, "-c", req.command.as_str()]),
+                cmd: Some(vec!["sh", "-c", LAUNCH, "runner", req.command.as_str()]),
                 attach_stdout: Some(true),
                 attach_stderr: Some(true),
                 user: Some(t.user),
