@@ -22,7 +22,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill, killpg};
-use nix::unistd::Pid;
+use nix::unistd::{Pid, getsid};
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::process::{Child, Command};
@@ -193,29 +193,28 @@ fn kill_session(sid: i32) -> bool {
     !members.is_empty()
 }
 
-/// Non-zombie processes of session `sid`, from `/proc` (about a millisecond
-/// to scan; empty where there is no `/proc`).
+/// Non-zombie processes of session `sid`. The pids come from `/proc`; the
+/// session is asked with one `getsid` call per process, and only members
+/// have their `stat` read (to leave out zombies), which keeps the scan cheap
+/// on a busy host. Empty where there is no `/proc`.
 fn live_session_members(sid: i32) -> Vec<Pid> {
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let sid = sid.to_string();
-    let me = std::process::id().to_string();
+    let me = std::process::id() as i32;
     procs
         .flatten()
         .filter_map(|entry| {
-            let pid = entry.file_name().into_string().ok()?;
-            if pid == me || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            if pid == me || getsid(Some(Pid::from_raw(pid))).ok()?.as_raw() != sid {
                 return None;
             }
             let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-            // `pid (comm) state ppid pgrp session ...`; comm may hold spaces
-            // and parens, so fields are counted from the last ')'.
+            // `pid (comm) state ...`; comm may hold spaces and parens, so
+            // the state is read after the last ')'.
             let (_, rest) = stat.rsplit_once(')')?;
-            let fields: Vec<&str> = rest.split_whitespace().take(4).collect();
-            let live = !matches!(fields.first(), Some(&"Z") | Some(&"X"));
-            let ours = live && fields.get(3) == Some(&sid.as_str());
-            ours.then(|| pid.parse().ok().map(Pid::from_raw)).flatten()
+            let state = rest.split_whitespace().next()?;
+            (!matches!(state, "Z" | "X")).then_some(Pid::from_raw(pid))
         })
         .collect()
 }
