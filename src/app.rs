@@ -113,11 +113,11 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
 
     let (run_id, default_path) = new_run_path(&PathBuf::from("runs"));
     let run_path = config.run_dir.clone().unwrap_or(default_path);
-    let run_dir = RunDir::create(&run_path, Redactor::from_env())?;
+    let redactor = Redactor::from_env();
+    let run_dir = RunDir::create(&run_path, redactor.clone())?;
     let workspace = Workspace::prepare(config.workspace.as_deref()).map_err(AppError::Workspace)?;
 
     let json = config.json;
-    let redactor = Redactor::from_env();
     // The trajectory and --json, without the human rendering.
     let record = |ev: &Event| {
         run_dir.record(ev);

@@ -163,8 +163,10 @@ impl RunDir {
             };
             let text = String::from_utf8_lossy(&bytes);
             let redacted = self.redactor.redact(&text);
-            if redacted != text {
-                let _ = std::fs::write(entry.path(), redacted);
+            if redacted != text
+                && let Err(e) = std::fs::write(entry.path(), redacted)
+            {
+                tracing::warn!("cannot redact {}: {e}", entry.path().display());
             }
         }
     }

@@ -470,3 +470,57 @@ fn ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130(ex: Exec) {
         assert!(left.is_empty(), "containers left after Ctrl-C: {left:?}");
     }
 }
+
+/// Ctrl-C while the model is thinking (not while a command runs) stops the
+/// model call at once: exit 130, trajectory ends `interrupted`.
+#[test]
+fn ctrl_c_during_a_model_call_exits_130_promptly() {
+    let d = Dir::new();
+    let s = script(
+        &d,
+        json!([{"text": "slow thought", "delay_ms": 60_000}, {"text": "never"}]),
+    );
+    let mut child = d
+        .scripted(&s)
+        .args(["--executor", "local", "think"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let start = Instant::now();
+    // Wait until the model request is in the trajectory, then interrupt.
+    let requested = || {
+        std::fs::read_dir(d.path().join("runs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                std::fs::read_to_string(e.path().join("trajectory.jsonl"))
+                    .is_ok_and(|t| t.contains("\"model_request\""))
+            })
+    };
+    while !requested() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(requested(), "the model call started");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("send SIGINT");
+    let waited = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(5),
+            "runner still waiting on the model 5 s after Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let traj = d.trajectory();
+    assert_eq!(outcome(&traj), "interrupted");
+    assert!(of_type(&traj, "model_reply").is_empty());
+}

@@ -7,7 +7,7 @@ pub mod context;
 mod limits;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
@@ -411,9 +411,4 @@ impl Agent<'_> {
         }
         (results, fatal)
     }
-}
-
-/// The whole run's wall time so far.
-pub fn elapsed(convo: &Conversation) -> Duration {
-    convo.started.elapsed()
 }
