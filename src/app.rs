@@ -167,10 +167,21 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
                 human,
             )
             .await;
-            if let Err(e) = executor.shutdown().await {
-                human.say(&format!("warning: cleanup failed: {e}"));
+            match executor.shutdown().await {
+                Ok(()) => end,
+                // The run's work may not have come back (copy mode): never
+                // report that as a success.
+                Err(e) if end.outcome == Outcome::Completed => RunEnd {
+                    outcome: Outcome::Error,
+                    error: Some(format!("ending the sandbox failed: {e}")),
+                    final_text: end.final_text,
+                    hint: None,
+                },
+                Err(e) => {
+                    human.say(&format!("warning: ending the sandbox failed: {e}"));
+                    end
+                }
             }
-            end
         }
         Err(e) => {
             let end = RunEnd {

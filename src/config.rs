@@ -138,6 +138,10 @@ impl Config {
         positive("max-command-timeout", a.agent.max_command_timeout as f64)?;
         positive("max-steps", a.agent.max_steps as f64)?;
         positive("max-tokens", a.agent.max_tokens as f64)?;
+        positive("context-window", a.agent.context_window as f64)?;
+        if let Some(t) = a.max_time {
+            positive("max-time", t as f64)?;
+        }
         positive("cpus", a.cpus)?;
         positive("pids-limit", a.pids_limit as f64)?;
         if a.agent.output_limit < 100 {

@@ -133,9 +133,7 @@ impl RunDir {
                 return;
             }
         };
-        let Ok(mut f) = self.file.lock() else {
-            return;
-        };
+        let mut f = self.file.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = writeln!(f, "{line}").and_then(|_| f.flush()) {
             tracing::warn!("cannot append to {}: {e}", self.trajectory_path().display());
         }

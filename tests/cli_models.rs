@@ -63,7 +63,8 @@ fn anthropic_multi_step_tool_loop_completes() {
         .collect();
     assert_eq!(ids, ["toolu_02", "toolu_03"]);
     // The key never lands in the run directory.
-    let traj = std::fs::read_to_string(d.run_dir().join("trajectory.jsonl")).unwrap_or_default();
+    let traj = std::fs::read_to_string(d.run_dir().join("trajectory.jsonl"))
+        .expect("the run wrote its trajectory");
     assert!(!traj.contains("sk-ant-fake-key-123456"));
 }
 

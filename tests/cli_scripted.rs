@@ -268,7 +268,12 @@ fn secrets_and_canaries_never_reach_commands_or_files(ex: Exec) {
     for secret in [canary, key] {
         assert!(!out.contains(secret), "{secret} leaked to stdout");
         assert!(!r.stderr().contains(secret), "{secret} leaked to stderr");
-        for entry in walk(&d.run_dir()) {
+        let files = walk(&d.run_dir());
+        assert!(
+            files.iter().any(|f| f.ends_with("trajectory.jsonl")),
+            "the scan covers the run directory: {files:?}"
+        );
+        for entry in files {
             let text = std::fs::read(&entry).unwrap_or_default();
             assert!(
                 !String::from_utf8_lossy(&text).contains(secret),

@@ -178,6 +178,8 @@ impl Agent<'_> {
                 self.trim_after_overflow(convo, sink);
                 continue;
             }
+            // A later overflow, many steps on, gets its own trim.
+            trimmed_after_overflow = false;
             match self
                 .handle_reply(step, convo, reply, &mut cutoffs, sink, cancel)
                 .await

@@ -22,6 +22,10 @@ use crate::render::Human;
 use crate::trajectory::{Redactor, RunDir};
 use crate::workspace::Workspace;
 
+/// Marks an oracle failure that is not the solution's own (sandbox, Docker,
+/// a missing solve.sh): recorded as an infrastructure error, not graded.
+const ORACLE_INFRA: &str = "running solution/solve.sh failed: ";
+
 /// How long the agent phase may take to wind down after its timeout.
 const WIND_DOWN: Duration = Duration::from_secs(30);
 
@@ -180,7 +184,14 @@ pub async fn run(
         rec.status = Status::Interrupted;
         return finish(rec, started);
     }
-    if end.outcome == Outcome::Error && ctx.agent != AgentKind::Oracle {
+    // solve.sh stopped by the agent timeout is the solution running long,
+    // graded like any agent over its time.
+    let oracle_infra = !timed_out
+        && end
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with(ORACLE_INFRA));
+    if end.outcome == Outcome::Error && (ctx.agent != AgentKind::Oracle || oracle_infra) {
         // The model API or the sandbox failed: not the agent's fault.
         let e = end
             .error
@@ -318,7 +329,13 @@ async fn agent_phase(
                     Some(format!("solution/solve.sh exited with {code}")),
                     Some(text),
                 ),
-                Err(e) => ended(Outcome::Error, Some(e), Some(String::new())),
+                // Not the solution's fault (sandbox died, Docker failed,
+                // solve.sh missing or unreadable): an infrastructure error.
+                Err(e) => ended(
+                    Outcome::Error,
+                    Some(format!("{ORACLE_INFRA}{e}")),
+                    Some(String::new()),
+                ),
             }
         }
     }

@@ -177,10 +177,10 @@ async fn run_verifier(
     }
     if !swept.output.trim().is_empty() {
         tracing::info!("{}", swept.output.trim());
-        let _ = std::fs::write(
-            log_path.with_file_name("verifier-links.log"),
-            format!("{}\n", swept.output.trim()),
-        );
+        let links_log = log_path.with_file_name("verifier-links.log");
+        if let Err(e) = std::fs::write(&links_log, format!("{}\n", swept.output.trim())) {
+            tracing::warn!("cannot write {}: {e}", links_log.display());
+        }
     }
     let out = sandbox
         .execute(ExecRequest {
@@ -215,11 +215,19 @@ async fn run_verifier(
     };
     let read = control(
         sandbox,
-        "cd /logs/verifier; if [ -f reward.txt ]; then echo txt; head -c 4096 reward.txt; \
+        // `|| exit`: never fall back to reading a reward from the workspace.
+        "cd /logs/verifier || exit 97; if [ -f reward.txt ]; then echo txt; head -c 4096 reward.txt; \
          elif [ -f reward.json ]; then echo json; head -c 65536 reward.json; else echo none; fi",
         cancel,
     )
     .await?;
+    if read.exit_code != Some(0) {
+        return Err(GradeError::Setup(format!(
+            "reading the reward failed (exit {:?}): {}",
+            read.exit_code,
+            read.output.trim()
+        )));
+    }
     parse_reward(&read.output, code)
 }
 
@@ -303,10 +311,14 @@ pub fn parse_reward(probe: &str, exit_code: i32) -> Result<Verdict, GradeError> 
             .ok_or_else(|| bad("expected a number or {\"reward\": NUMBER}".into()))?;
             check("reward.json", r)
         }
-        _ => Ok(Verdict {
+        "none" => Ok(Verdict {
             reward: if exit_code == 0 { 1.0 } else { 0.0 },
             source: format!("exit code {exit_code}"),
         }),
+        // An empty or garbled probe is a failed read, never "exit 0 = pass".
+        other => Err(GradeError::Setup(format!(
+            "unexpected answer from the reward probe: {other:?}"
+        ))),
     }
 }
 
@@ -332,5 +344,10 @@ mod tests {
         assert!(parse_reward("json\n[]", 0).is_err());
         assert_eq!(parse_reward("none\n", 0).unwrap().reward, 1.0);
         assert_eq!(parse_reward("none\n", 2).unwrap().reward, 0.0);
+        assert!(
+            parse_reward("", 0).is_err(),
+            "an empty probe is never a pass"
+        );
+        assert!(parse_reward("garbage\n", 0).is_err());
     }
 }

@@ -346,32 +346,36 @@ fn write_reports(
     meta: serde_json::Value,
     elapsed: std::time::Duration,
 ) -> Result<(), EvalError> {
-    let wrote = |path: &PathBuf, r: std::io::Result<()>| {
-        r.map_err(|source| EvalError::Write {
-            path: path.clone(),
-            source,
-        })
+    // Every report is attempted even when an earlier one fails; the first
+    // failure is returned at the end.
+    let mut first_err: Option<EvalError> = None;
+    let mut wrote = |path: &PathBuf, r: std::io::Result<()>| {
+        if let Err(source) = r {
+            let e = EvalError::Write {
+                path: path.clone(),
+                source,
+            };
+            tracing::warn!("{e}");
+            first_err.get_or_insert(e);
+        }
     };
     if let Some(p) = &args.json {
         let v = report::json_report(attempts, tasks, totals, meta);
-        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
-        wrote(p, report::write(p, &text))?;
+        let text = serde_json::to_string_pretty(&v).map_err(std::io::Error::other);
+        wrote(p, text.and_then(|t| report::write(p, &t)));
     }
     if let Some(p) = &args.junit {
-        let xml = report::junit(attempts, elapsed).map_err(|e| EvalError::Write {
-            path: p.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        wrote(p, report::write(p, &xml))?;
+        let xml = report::junit(attempts, elapsed).map_err(std::io::Error::other);
+        wrote(p, xml.and_then(|x| report::write(p, &x)));
     }
     let title = format!("runner eval ({})", args.agent_kind.as_str());
     let md = report::markdown(attempts, totals, &title);
     if let Some(p) = &args.summary {
-        wrote(p, report::write(p, &md))?;
+        wrote(p, report::write(p, &md));
     }
     if let Some(p) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
-        wrote(&p, report::append(&p, &md))?;
+        wrote(&p, report::append(&p, &md));
     }
-    Ok(())
+    first_err.map_or(Ok(()), Err)
 }

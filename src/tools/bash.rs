@@ -100,7 +100,10 @@ pub fn render_for_model(out: &ExecOutput, timeout: Duration) -> String {
     } else if out.cancelled {
         text.push_str("[interrupted by the user; the command was killed]");
     } else if out.oom_killed {
-        text.push_str("[killed: out of memory (the sandbox's memory limit was reached)]");
+        // The executor's own note names the limit; add one only without it.
+        if !text.contains("out of memory") {
+            text.push_str("[killed: out of memory (the sandbox's memory limit was reached)]");
+        }
     } else {
         match out.exit_code {
             Some(code) => text.push_str(&format!("[exit code: {code}]")),

@@ -70,8 +70,9 @@ fn sigint_mid_suite_stops_cleans_up_writes_reports_and_exits_130() {
     let pid = child.id();
     // Wait until the first four attempts are in their agent phase.
     let start = Instant::now();
+    let mut started;
     loop {
-        let started = (0..20)
+        started = (0..20)
             .filter(|i| {
                 d.path()
                     .join(format!("runs/eval/t{i:02}/1/trajectory.jsonl"))
@@ -83,6 +84,10 @@ fn sigint_mid_suite_stops_cleans_up_writes_reports_and_exits_130() {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+    assert!(
+        started >= 4,
+        "only {started} attempts started within 60 s: the interrupt would test nothing running"
+    );
     std::thread::sleep(Duration::from_secs(2));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid as i32),

@@ -29,24 +29,21 @@ pub struct GcReport {
 }
 
 /// Whether an object with these labels is abandoned: its owner process on
-/// this host is gone (or its pid now belongs to another process), or its
-/// expiry has passed. Objects of live owners elsewhere wait for expiry.
+/// this host is gone (or its pid now belongs to another process). Owners
+/// elsewhere cannot be checked, so their objects wait for expiry; a live
+/// owner here keeps its objects even past expiry (another run's sweep must
+/// never pull a long run's sandbox or workspace from under it).
 pub fn is_abandoned(labels: &HashMap<String, String>, now: u64, this_host: &str) -> bool {
     let expired = labels
         .get(LABEL_EXPIRES)
         .and_then(|e| e.parse::<u64>().ok())
         .is_some_and(|e| e <= now);
-    if expired {
-        return true;
-    }
-    if labels.get(LABEL_OWNER_HOST).map(String::as_str) != Some(this_host) {
-        return false;
-    }
-    let Some(pid) = labels
+    let pid = labels
         .get(LABEL_OWNER_PID)
-        .and_then(|p| p.parse::<u32>().ok())
-    else {
-        return false;
+        .and_then(|p| p.parse::<u32>().ok());
+    let local = labels.get(LABEL_OWNER_HOST).map(String::as_str) == Some(this_host);
+    let Some(pid) = pid.filter(|_| local) else {
+        return expired;
     };
     match process_start(pid) {
         None => true,
@@ -163,7 +160,14 @@ mod tests {
             (LABEL_EXPIRES, "2000".into()),
         ]);
         assert!(!is_abandoned(&live, 1000, host));
-        assert!(is_abandoned(&live, 2000, host), "expired");
+        assert!(
+            !is_abandoned(&live, 2000, host),
+            "expired but its owner is alive here"
+        );
+        assert!(
+            is_abandoned(&live, 2000, "other-host"),
+            "expired, owner elsewhere"
+        );
         let mut reused = live.clone();
         reused.insert(LABEL_OWNER_START.into(), "1".into());
         assert!(is_abandoned(&reused, 1000, host), "pid reused");

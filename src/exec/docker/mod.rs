@@ -203,7 +203,6 @@ impl DockerExecutor {
         if self.removed.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let mut first_err = None;
         if collect && let Some(Workspace::Copy { host, .. }) = &self.workspace {
             match copy::download(&self.docker, &self.id, host, &self.workdir).await {
                 Ok(rep) if !rep.skipped.is_empty() => tracing::warn!(
@@ -211,14 +210,28 @@ impl DockerExecutor {
                     "workspace entries not collected (links out, devices or unsafe paths)"
                 ),
                 Ok(_) => {}
-                Err(e) => first_err = Some(e),
+                Err(e) => {
+                    // The volume holds the only copy of the agent's work:
+                    // keep it (and the container) rather than lose it.
+                    self.removed.store(true, Ordering::SeqCst);
+                    return Err(ExecError::Docker {
+                        op: "collect the workspace",
+                        detail: format!(
+                            "{e}; container {} and its workspace volume are kept: \
+                             copy the files out with `docker cp {}:{} DIR`, then `runner gc`",
+                            short(&self.id),
+                            short(&self.id),
+                            self.workdir
+                        ),
+                    });
+                }
             }
         }
         // If removal fails, `removed` stays false so Drop tries again.
         container::remove(&self.docker, &self.id).await?;
         self.removed.store(true, Ordering::SeqCst);
         release_workspace(&self.docker, self.workspace.as_ref()).await;
-        first_err.map_or(Ok(()), Err)
+        Ok(())
     }
 }
 

@@ -227,15 +227,8 @@ pub async fn run(
             *oom_seen = now;
         }
     }
-    match end {
-        End::TimedOut => notes.push(format!(
-            "[timed out after {}s; the command and every process it started were killed]",
-            req.timeout.as_secs_f64()
-        )),
-        End::Cancelled => notes
-            .push("[cancelled; the command and every process it started were killed]".to_string()),
-        End::Exited(_) => {}
-    }
+    // Timeouts and cancellation are told to the model by the bash tool
+    // (tools::bash::render_for_model), the same for every executor.
     if oom_killed {
         exit = None;
         notes.push(format!(
