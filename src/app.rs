@@ -113,7 +113,10 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
 
     let (run_id, default_path) = new_run_path(&PathBuf::from("runs"));
     let run_path = config.run_dir.clone().unwrap_or(default_path);
-    let redactor = Redactor::from_env();
+    // The runner's own secrets, and those handed to commands with --env.
+    let redactor =
+        Redactor::from_env().merged(Redactor::from_pairs(config.command_env.iter().cloned()));
+    human.set_redactor(redactor.clone());
     let run_dir = RunDir::create(&run_path, redactor.clone())?;
     let workspace = Workspace::prepare(config.workspace.as_deref()).map_err(AppError::Workspace)?;
 

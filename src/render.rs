@@ -14,6 +14,8 @@ pub struct Human {
     color: bool,
     /// Whether the last thing printed was streamed text without a newline.
     mid_line: Mutex<bool>,
+    /// Secrets kept off the terminal (and so off CI logs) too.
+    redactor: std::sync::OnceLock<Redactor>,
 }
 
 impl Human {
@@ -23,6 +25,19 @@ impl Human {
         Human {
             color,
             mid_line: Mutex::new(false),
+            redactor: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Redacts these secrets from everything printed from now on.
+    pub fn set_redactor(&self, redactor: Redactor) {
+        let _ = self.redactor.set(redactor);
+    }
+
+    fn redact(&self, text: &str) -> String {
+        match self.redactor.get() {
+            Some(r) => r.redact(text),
+            None => text.to_string(),
         }
     }
 
@@ -42,7 +57,7 @@ impl Human {
             let _ = writeln!(err);
             *mid = false;
         }
-        let _ = writeln!(err, "{text}");
+        let _ = writeln!(err, "{}", self.redact(text));
     }
 
     /// Renders one event.
@@ -50,7 +65,7 @@ impl Human {
         match event {
             Event::TextDelta { text } => {
                 let mut err = std::io::stderr().lock();
-                let _ = write!(err, "{text}");
+                let _ = write!(err, "{}", self.redact(text));
                 let _ = err.flush();
                 if let Ok(mut mid) = self.mid_line.lock() {
                     *mid = !text.ends_with('\n');

@@ -25,17 +25,29 @@ impl Redactor {
     /// Collects the secret values of the runner's environment: the API keys
     /// and every variable whose name looks like it holds a credential.
     pub fn from_env() -> Self {
-        let mut secrets = Vec::new();
-        for (name, value) in std::env::vars() {
-            let upper = name.to_ascii_uppercase();
-            let looks_secret = ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"]
-                .iter()
-                .any(|w| upper.contains(w));
-            if looks_secret {
-                secrets.push(value);
-            }
-        }
+        Redactor::from_pairs(std::env::vars())
+    }
+
+    /// Secrets among `(name, value)` pairs: the values of names that look
+    /// like credentials (also used for `--env` pairs given to commands).
+    pub fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> Self {
+        let secrets = pairs
+            .into_iter()
+            .filter(|(name, _)| {
+                let upper = name.to_ascii_uppercase();
+                ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"]
+                    .iter()
+                    .any(|w| upper.contains(w))
+            })
+            .map(|(_, value)| value)
+            .collect();
         Redactor::new(secrets)
+    }
+
+    /// Both sets of secrets.
+    pub fn merged(mut self, other: Redactor) -> Self {
+        self.secrets.extend(other.secrets);
+        Redactor::new(self.secrets)
     }
 
     pub fn new(secrets: Vec<String>) -> Self {
@@ -193,6 +205,18 @@ mod tests {
         assert_eq!(r.redact("short stays"), "short stays");
         let json = serde_json::to_string("x a\"quoted\"key y").expect("serializes");
         assert!(!r.redact(&json).contains("quoted"));
+    }
+
+    #[test]
+    fn credential_looking_names_are_secrets() {
+        let r = Redactor::from_pairs([
+            ("GITHUB_TOKEN".to_string(), "ghp-1234567890".to_string()),
+            ("LANG".to_string(), "C.UTF-8-long-enough".to_string()),
+        ]);
+        assert_eq!(
+            r.redact("ghp-1234567890 C.UTF-8-long-enough"),
+            "[REDACTED] C.UTF-8-long-enough"
+        );
     }
 
     #[test]

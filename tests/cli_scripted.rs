@@ -242,6 +242,7 @@ fn secrets_and_canaries_never_reach_commands_or_files(ex: Exec) {
     );
     let canary = "canary-7f3a9c2e51";
     let key = "sk-ant-test-key-0123456789";
+    let env_token = "envtoken-5d1c9a77e0";
     let r = run(d
         .runner()
         .env("RUNNER_CANARY", canary)
@@ -256,6 +257,8 @@ fn secrets_and_canaries_never_reach_commands_or_files(ex: Exec) {
             "--json",
             "--env",
             "VISIBLE=yes",
+            "--env",
+            &format!("DEPLOY_TOKEN={env_token}"),
             "go",
         ]));
     r.expect_code(0);
@@ -265,7 +268,10 @@ fn secrets_and_canaries_never_reach_commands_or_files(ex: Exec) {
         "--env reaches commands{}",
         r.explain()
     );
-    for secret in [canary, key] {
+    // The --env token reached the command (it printed it) but is redacted
+    // in everything runner writes or shows.
+    assert!(out.contains("DEPLOY_TOKEN=[REDACTED]"), "{}", r.explain());
+    for secret in [canary, key, env_token] {
         assert!(!out.contains(secret), "{secret} leaked to stdout");
         assert!(!r.stderr().contains(secret), "{secret} leaked to stderr");
         let files = walk(&d.run_dir());
