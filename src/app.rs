@@ -42,6 +42,15 @@ pub enum AppError {
     RunDir(#[from] RunDirError),
     #[error("cannot prepare the workspace: {0}")]
     Workspace(std::io::Error),
+    #[error("refusing the workspace: {0}")]
+    WorkspaceRefused(String),
+    #[error(
+        "the run directory {run_dir} is inside the workspace {workspace}: the sandbox could change what runner writes there"
+    )]
+    RunDirInWorkspace {
+        run_dir: PathBuf,
+        workspace: PathBuf,
+    },
     #[error("no task given and stdin is not a terminal")]
     NoTask,
     #[error("cannot read the task from stdin: {0}")]
@@ -59,6 +68,12 @@ impl AppError {
             AppError::NoTask => "pass the task as an argument, or `-` to read it from stdin".into(),
             AppError::RunDir(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => {
                 "that run directory holds an earlier run; pass a new --run-dir".into()
+            }
+            AppError::WorkspaceRefused(_) => {
+                "pass a project directory of your own with --workspace, or none for a scratch directory".into()
+            }
+            AppError::RunDirInWorkspace { .. } => {
+                "pass a --run-dir outside the workspace".into()
             }
             _ => return None,
         })
@@ -111,13 +126,20 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
     let source = task_source(args.task.as_deref())?;
     let model = build_model(&config)?;
 
-    let (run_id, default_path) = new_run_path(&PathBuf::from("runs"));
-    let run_path = config.run_dir.clone().unwrap_or(default_path);
+    let (run_id, run_path) = run_dir_path(&config, human)?;
+    if let Some(ws) = &config.workspace {
+        let mut own = vec![run_path.clone()];
+        own.extend(std::env::current_exe().ok());
+        if let Some(why) = crate::workspace::refusal(ws, &own) {
+            return Err(AppError::WorkspaceRefused(why));
+        }
+    }
     // The runner's own secrets, and those handed to commands with --env.
     let redactor =
         Redactor::from_env().merged(Redactor::from_pairs(config.command_env.iter().cloned()));
     human.set_redactor(redactor.clone());
-    let run_dir = RunDir::create(&run_path, redactor.clone())?;
+    let budget = config.sandbox.disk_bytes.unwrap_or(u64::MAX);
+    let run_dir = RunDir::create(&run_path, redactor.clone(), budget)?;
     let workspace = Workspace::prepare(config.workspace.as_deref()).map_err(AppError::Workspace)?;
 
     let json = config.json;
@@ -316,7 +338,7 @@ async fn converse(
         tools: &tools,
         settings: &settings,
         cost: &cost,
-        outputs_dir: Some(run_dir.outputs_dir()),
+        outputs: Some(run_dir.outputs().clone()),
     };
     match source {
         TaskSource::Once(task) => {
@@ -400,6 +422,53 @@ pub fn spawn_signal_watch(cancel: CancellationToken) {
     });
 }
 
+/// The run's id and directory: `--run-dir`, else `runs/<id>` here. The
+/// run directory must never be inside the workspace (the sandbox could
+/// plant links or change the record there): an explicit one there is
+/// refused, the default moves to runner's state directory, and says so.
+fn run_dir_path(config: &Config, human: &Human) -> Result<(String, PathBuf), AppError> {
+    use crate::workspace::is_inside;
+    let (run_id, default_path) = new_run_path(&PathBuf::from("runs"));
+    let Some(ws) = config.workspace.as_deref() else {
+        return Ok((run_id, config.run_dir.clone().unwrap_or(default_path)));
+    };
+    if let Some(explicit) = &config.run_dir {
+        if is_inside(explicit, ws) {
+            return Err(AppError::RunDirInWorkspace {
+                run_dir: crate::workspace::resolve(explicit),
+                workspace: crate::workspace::resolve(ws),
+            });
+        }
+        return Ok((run_id, explicit.clone()));
+    }
+    if !is_inside(&default_path, ws) {
+        return Ok((run_id, default_path));
+    }
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/state"))
+        })
+        .map(|d| d.join("runner").join("runs"))
+        .filter(|d| !is_inside(d, ws))
+        .unwrap_or_else(|| std::env::temp_dir().join("runner-runs"));
+    let path = state.join(&run_id);
+    if is_inside(&path, ws) {
+        return Err(AppError::RunDirInWorkspace {
+            run_dir: path,
+            workspace: crate::workspace::resolve(ws),
+        });
+    }
+    human.say(&format!(
+        "run directory: {} (./runs is inside the workspace)",
+        path.display()
+    ));
+    Ok((run_id, path))
+}
+
 /// Builds the configured model client.
 pub fn build_model(config: &Config) -> Result<Box<dyn Model>, ModelError> {
     match config.provider {
@@ -455,6 +524,7 @@ pub fn docker_config(config: &Config, workspace: &Workspace, run_id: &str) -> Do
         user: s.user.clone(),
         writable_rootfs: s.writable_rootfs,
         workspace: Some(workspace.path().to_path_buf()),
+        disk_bytes: s.disk_bytes,
         workspace_mode: match s.workspace_mode {
             WorkspaceMode::Auto => DockerWorkspaceMode::Auto,
             WorkspaceMode::Bind => DockerWorkspaceMode::Bind,

@@ -113,6 +113,10 @@ pub struct EvalArgs {
     #[arg(long)]
     pub writable_rootfs: bool,
 
+    /// Most each attempt may put on the host's disk (512m, 10g, or `unlimited`).
+    #[arg(long, default_value = crate::config::DEFAULT_DISK)]
+    pub disk: String,
+
     /// Where each attempt's run directory goes: DIR/<task>/<attempt>/ (default: runs/eval-<time>).
     #[arg(long)]
     pub output_dir: Option<PathBuf>,
@@ -242,6 +246,10 @@ pub struct RunArgs {
     /// Make the container's root filesystem writable (for tasks that install packages).
     #[arg(long)]
     pub writable_rootfs: bool,
+
+    /// Most the run may put on the host's disk (512m, 10g, or `unlimited`): the workspace lives in a filesystem of this size and the command outputs share a budget of it.
+    #[arg(long, env = "RUNNER_DISK", default_value = crate::config::DEFAULT_DISK)]
+    pub disk: String,
 }
 
 /// Flags of the model and the agent loop, shared by a run and `runner eval`.

@@ -21,6 +21,8 @@ pub const DEFAULT_CONTEXT_WINDOW_TOKENS: u64 = 200_000;
 pub const DEFAULT_OUTPUT_LIMIT_BYTES: usize = 10_000;
 pub const DEFAULT_CPUS: f64 = 1.0;
 pub const DEFAULT_MEMORY: &str = "1g";
+/// Default `--disk`: what a run may put on the host's disk.
+pub const DEFAULT_DISK: &str = "10g";
 pub const DEFAULT_PIDS_LIMIT: i64 = 256;
 pub const DEFAULT_USER: &str = "1000:1000";
 pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
@@ -39,6 +41,9 @@ pub enum ConfigError {
     BadEnv(String),
     #[error("--memory '{0}' is not a size like 512m or 2g")]
     BadMemory(String),
+    #[error("--disk '{0}' is not a size of at least 16m (like 512m or 10g) or `unlimited`")]
+    BadDisk(String),
+
     #[error("--{flag} must be {what}, got {value}")]
     OutOfRange {
         flag: &'static str,
@@ -69,6 +74,9 @@ pub struct SandboxSettings {
     pub user: String,
     pub writable_rootfs: bool,
     pub workspace_mode: WorkspaceMode,
+    /// Bytes the run may put on the host (workspace, outputs); `None`:
+    /// unbounded.
+    pub disk_bytes: Option<u64>,
 }
 
 /// Everything a run needs, validated.
@@ -189,6 +197,7 @@ impl Config {
                 user: a.user.clone(),
                 writable_rootfs: a.writable_rootfs,
                 workspace_mode: a.workspace_mode,
+                disk_bytes: parse_disk(&a.disk)?,
             },
             timeout: Duration::from_secs(a.agent.timeout),
             max_command_timeout: Duration::from_secs(
@@ -239,6 +248,7 @@ impl Config {
             "pids_limit": self.sandbox.pids_limit,
             "user": self.sandbox.user,
             "writable_rootfs": self.sandbox.writable_rootfs,
+            "disk_bytes": self.sandbox.disk_bytes,
             "timeout_secs": self.timeout.as_secs(),
             "max_command_timeout_secs": self.max_command_timeout.as_secs(),
             "max_steps": self.max_steps,
@@ -304,9 +314,31 @@ fn command_env(pairs: &[String]) -> Result<Vec<(String, String)>, ConfigError> {
     Ok(env)
 }
 
+/// Parses `--disk`: a size of at least 16 MiB, or `unlimited`.
+pub fn parse_disk(s: &str) -> Result<Option<u64>, ConfigError> {
+    if matches!(s.trim().to_ascii_lowercase().as_str(), "unlimited" | "none") {
+        return Ok(None);
+    }
+    const MIN_DISK_BYTES: f64 = (16 << 20) as f64;
+    match parse_size(s) {
+        Some(b) if b >= MIN_DISK_BYTES && b <= u64::MAX as f64 => Ok(Some(b as u64)),
+        _ => Err(ConfigError::BadDisk(s.to_string())),
+    }
+}
+
 /// Parses sizes like `512m`, `2g`, `1.5G`, `1048576`.
 pub fn parse_memory(s: &str) -> Result<i64, ConfigError> {
     let bad = || ConfigError::BadMemory(s.to_string());
+    let bytes = parse_size(s).ok_or_else(bad)?;
+    const MIN_MEMORY_BYTES: f64 = (6 << 20) as f64;
+    if bytes < MIN_MEMORY_BYTES || bytes > i64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(bytes as i64)
+}
+
+/// Bytes of a size like `512m`, `2g`, `1.5G`, `1048576` (binary units).
+fn parse_size(s: &str) -> Option<f64> {
     let t = s.trim().to_ascii_lowercase();
     let t = t.strip_suffix('b').unwrap_or(&t);
     let (num, mult) = match t.chars().last() {
@@ -316,13 +348,9 @@ pub fn parse_memory(s: &str) -> Result<i64, ConfigError> {
         Some('t') => (&t[..t.len() - 1], 1 << 40),
         _ => (t, 1),
     };
-    let n: f64 = num.trim().parse().map_err(|_| bad())?;
+    let n: f64 = num.trim().parse().ok()?;
     let bytes = n * mult as f64;
-    const MIN_MEMORY_BYTES: f64 = (6 << 20) as f64;
-    if !bytes.is_finite() || bytes < MIN_MEMORY_BYTES || bytes > i64::MAX as f64 {
-        return Err(bad());
-    }
-    Ok(bytes as i64)
+    (bytes.is_finite() && bytes >= 0.0).then_some(bytes)
 }
 
 #[cfg(test)]
@@ -336,6 +364,11 @@ mod tests {
         assert_eq!(parse_memory("1.5G").ok(), Some(3 << 29));
         assert!(parse_memory("lots").is_err());
         assert!(parse_memory("1k").is_err());
+        assert_eq!(parse_disk("10g").ok(), Some(Some(10 << 30)));
+        assert_eq!(parse_disk("unlimited").ok(), Some(None));
+        assert!(
+            parse_disk("1m").is_err() && parse_disk("-5g").is_err() && parse_disk("x").is_err()
+        );
     }
 
     #[test]

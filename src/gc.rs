@@ -13,6 +13,10 @@ pub async fn run() -> i32 {
             return 2;
         }
     };
+    let disks = docker::recover_disks().await;
+    for ws in &disks.restored {
+        println!("gave a dead run's work back to {}", ws.display());
+    }
     match docker::gc(&client).await {
         Ok(report) => {
             for c in &report.containers_removed {
@@ -29,7 +33,11 @@ pub async fn run() -> i32 {
                 report.containers_removed.len(),
                 report.volumes_removed.len()
             );
-            if report.errors.is_empty() { 0 } else { 2 }
+            if report.errors.is_empty() && disks.errors.is_empty() {
+                0
+            } else {
+                2
+            }
         }
         Err(e) => {
             eprintln!("error: {e}");

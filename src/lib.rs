@@ -12,6 +12,7 @@ pub mod eval;
 pub mod event;
 pub mod exec;
 pub mod gc;
+pub mod hostfs;
 pub mod model;
 pub mod prompt;
 pub mod render;

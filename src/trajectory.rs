@@ -3,12 +3,13 @@
 //! parseable file, and `outputs/` with the full output of each command.
 //! Secrets are redacted from everything written here.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::event::Event;
+use crate::hostfs::{HostDir, OutputDir, OutputFile};
 
 /// Replaces known secret values with a marker.
 #[derive(Debug, Clone, Default)]
@@ -82,10 +83,12 @@ impl Redactor {
     }
 }
 
-/// An open run directory.
+/// An open run directory. Every file in it is created through directory
+/// handles that never follow links ([`crate::hostfs`]).
 #[derive(Debug)]
 pub struct RunDir {
-    path: PathBuf,
+    dir: OutputDir,
+    outputs: OutputDir,
     file: Mutex<File>,
     redactor: Redactor,
 }
@@ -98,38 +101,60 @@ pub struct RunDirError {
     pub source: std::io::Error,
 }
 
+/// Bytes all of a run's output files may take together unless the run
+/// says otherwise (its `--disk`).
+pub const DEFAULT_OUTPUT_BUDGET_BYTES: u64 = 10 << 30;
+
 impl RunDir {
-    /// Creates `path` (and `outputs/` in it) and opens the trajectory.
-    pub fn create(path: &Path, redactor: Redactor) -> Result<Self, RunDirError> {
+    /// Creates `path` (and `outputs/` in it) and opens the trajectory; the
+    /// run's output files together may take `output_budget_bytes`.
+    pub fn create(
+        path: &Path,
+        redactor: Redactor,
+        output_budget_bytes: u64,
+    ) -> Result<Self, RunDirError> {
         let err = |source| RunDirError {
             path: path.to_path_buf(),
             source,
         };
-        std::fs::create_dir_all(path.join("outputs")).map_err(err)?;
-        // create_new: an existing trajectory is another run's record and is
-        // never appended to or overwritten.
-        let file = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(path.join("trajectory.jsonl"))
-            .map_err(err)?;
+        let dir = HostDir::create(path).map_err(err)?;
+        let outputs = dir.create_dir("outputs").map_err(err)?;
+        // Exclusive create: an existing trajectory is another run's record
+        // and is never appended to or overwritten.
+        let mut file = dir.create_file("trajectory.jsonl").map_err(err)?;
+        // Append mode is not needed: only this handle writes, at its end.
+        let _ = file.flush();
+        let dir = OutputDir::new(dir, output_budget_bytes);
+        let outputs = OutputDir::sharing_budget(outputs, &dir);
         Ok(RunDir {
-            path: path.to_path_buf(),
+            dir,
+            outputs,
             file: Mutex::new(file),
             redactor,
         })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.dir.path()
+    }
+
+    /// The directory of full command outputs.
+    pub fn outputs(&self) -> &OutputDir {
+        &self.outputs
     }
 
     pub fn outputs_dir(&self) -> PathBuf {
-        self.path.join("outputs")
+        self.outputs.path().to_path_buf()
+    }
+
+    /// A file directly in the run directory (e.g. `verifier.log`), sharing
+    /// the run's output budget.
+    pub fn file(&self, name: &str) -> OutputFile {
+        self.dir.file(name)
     }
 
     pub fn trajectory_path(&self) -> PathBuf {
-        self.path.join("trajectory.jsonl")
+        self.path().join("trajectory.jsonl")
     }
 
     /// Appends one event as a JSON line and flushes it. Live text deltas
@@ -225,6 +250,7 @@ mod tests {
         let rd = RunDir::create(
             &dir.path().join("r"),
             Redactor::new(vec!["supersecret-value".into()]),
+            DEFAULT_OUTPUT_BUDGET_BYTES,
         )
         .expect("creates");
         rd.record(&Event::TextDelta { text: "x".into() });

@@ -1,7 +1,8 @@
 //! The run's workspace on the host: an existing directory, or a scratch
-//! directory that is removed after a successful run unless kept.
+//! directory that is removed after a successful run unless kept; and the
+//! rules that refuse directories which must never be handed to a sandbox.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use tempfile::TempDir;
 
@@ -58,5 +59,156 @@ impl Workspace {
             }
             None => Some(self.path),
         }
+    }
+}
+
+/// Directories refused as a workspace, with everything below them.
+const SYSTEM_TREES: &[&str] = &[
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
+    "/sbin", "/sys", "/usr", "/var",
+];
+/// Directories refused as a workspace themselves (their subdirectories,
+/// such as a project under /tmp or /srv, are fine).
+const SHARED_ROOTS: &[&str] = &[
+    "/", "/home", "/root", "/tmp", "/var/tmp", "/mnt", "/media", "/opt", "/srv",
+];
+/// Subtrees below `/var` that are ordinary scratch space.
+const SCRATCH_UNDER_SYSTEM: &[&str] = &["/var/tmp"];
+/// Directory names that hold credentials or programs a user runs (keys,
+/// cloud and cluster logins, installed tools): refused anywhere in a path.
+const CREDENTIAL_DIRS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".gcloud",
+    ".kube",
+    ".docker",
+    ".config",
+    ".local",
+    ".cargo",
+    ".password-store",
+];
+
+/// Why `dir` must not become a sandbox's workspace, or `None` when it may.
+/// `protected` are runner's own files (its program, the run directory):
+/// a workspace containing one of them would let the sandbox change them.
+pub fn refusal(dir: &Path, protected: &[PathBuf]) -> Option<String> {
+    let canon = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let shown = canon.display();
+    if SHARED_ROOTS.iter().any(|r| canon == Path::new(r)) {
+        return Some(format!("{shown} is a shared system directory"));
+    }
+    let scratch = SCRATCH_UNDER_SYSTEM
+        .iter()
+        .any(|s| canon.starts_with(s) && canon != Path::new(s));
+    if !scratch && let Some(t) = SYSTEM_TREES.iter().find(|t| canon.starts_with(t)) {
+        return Some(format!("{shown} is inside the system directory {t}"));
+    }
+    for home in homes() {
+        if canon == home {
+            return Some(format!("{shown} is your home directory"));
+        }
+    }
+    if let Some(c) = canon.components().find_map(|c| match c {
+        Component::Normal(n) if CREDENTIAL_DIRS.iter().any(|d| n == *d) => Some(n.to_owned()),
+        _ => None,
+    }) {
+        return Some(format!(
+            "{shown} is in a {} directory, which holds credentials or programs",
+            c.to_string_lossy()
+        ));
+    }
+    for p in protected {
+        let p = resolve(p);
+        if p.starts_with(&canon) {
+            return Some(format!(
+                "{shown} contains runner's own file {}",
+                p.display()
+            ));
+        }
+    }
+    None
+}
+
+/// The invoking user's home directories ($HOME and the passwd entry).
+fn homes() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        out.push(resolve(Path::new(&h)));
+    }
+    if let Ok(Some(u)) = nix::unistd::User::from_uid(nix::unistd::geteuid()) {
+        out.push(resolve(&u.dir));
+    }
+    out
+}
+
+/// `path` made absolute with its longest existing ancestor resolved
+/// (links included); the rest, not there yet, is appended as it is.
+pub fn resolve(path: &Path) -> PathBuf {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut rest = Vec::new();
+    let mut cur = abs.as_path();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(cur) {
+            let mut out = c;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (cur.parent(), cur.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                cur = parent;
+            }
+            _ => return abs,
+        }
+    }
+}
+
+/// Whether `path` (which may not exist yet) lies inside `dir`.
+pub fn is_inside(path: &Path, dir: &Path) -> bool {
+    resolve(path).starts_with(resolve(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_paths_homes_and_credentials_are_refused() {
+        for p in [
+            "/",
+            "/etc",
+            "/etc/cron.d",
+            "/home",
+            "/var/lib/docker",
+            "/usr/local/bin",
+            "/tmp",
+            "/root",
+        ] {
+            assert!(refusal(Path::new(p), &[]).is_some(), "{p} accepted");
+        }
+        let tmp = tempfile::tempdir().expect("tempdir");
+        assert_eq!(refusal(tmp.path(), &[]), None);
+        let ssh = tmp.path().join(".ssh");
+        std::fs::create_dir(&ssh).expect("mkdir");
+        assert!(refusal(&ssh, &[]).is_some());
+        let own = tmp.path().join("bin/runner");
+        assert!(
+            refusal(tmp.path(), &[own]).is_some(),
+            "ancestor of runner's file"
+        );
+        if let Some(h) = std::env::var_os("HOME") {
+            assert!(refusal(Path::new(&h), &[]).is_some());
+        }
+    }
+
+    #[test]
+    fn resolve_handles_paths_not_there_yet() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let canon = std::fs::canonicalize(tmp.path()).expect("canon");
+        assert_eq!(resolve(&tmp.path().join("a/b")), canon.join("a/b"));
+        assert!(is_inside(&tmp.path().join("runs/x"), tmp.path()));
+        assert!(!is_inside(Path::new("/elsewhere/runs"), tmp.path()));
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use runner::exec::capture::MAX_FULL_OUTPUT_BYTES;
 use runner::exec::local::{ENV_ALLOWLIST, LocalConfig, LocalExecutor};
 use runner::exec::{ExecError, ExecOutput, ExecRequest, Executor};
+use runner::hostfs::{HostDir, OutputDir};
 use tokio_util::sync::CancellationToken;
 
 fn executor(dir: &tempfile::TempDir) -> LocalExecutor {
@@ -24,7 +25,7 @@ fn request(command: &str, timeout_secs: f64) -> ExecRequest {
         command: command.to_string(),
         timeout: Duration::from_secs_f64(timeout_secs),
         max_output_bytes: 64 * 1024,
-        full_output_path: None,
+        full_output: None,
         cancel: CancellationToken::new(),
     }
 }
@@ -255,9 +256,10 @@ async fn environment_is_exactly_the_allowlist() {
 #[tokio::test]
 async fn full_output_file_gets_all_bytes_up_to_the_cap() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("full.log");
+    let out_dir = OutputDir::new(HostDir::create(&dir.path().join("out")).unwrap(), u64::MAX);
+    let path = out_dir.file("full.log").path();
     let mut req = request("seq 1 100000", 10.0);
-    req.full_output_path = Some(path.clone());
+    req.full_output = Some(out_dir.file("full.log"));
     let out = executor(&dir).execute(req).await.unwrap();
     let want: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), want);
@@ -265,7 +267,8 @@ async fn full_output_file_gets_all_bytes_up_to_the_cap() {
 
     let over = MAX_FULL_OUTPUT_BYTES + 1000;
     let mut req = request(&format!("head -c {over} /dev/zero"), 30.0);
-    req.full_output_path = Some(path.clone());
+    let path = out_dir.file("full2.log").path();
+    req.full_output = Some(out_dir.file("full2.log"));
     let out = executor(&dir).execute(req).await.unwrap();
     assert_eq!(out.bytes_seen, over);
     // Streamed, not read whole: the RSS bound of the flood test covers this

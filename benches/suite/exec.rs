@@ -36,7 +36,7 @@ fn request(command: &str, timeout: Duration) -> ExecRequest {
         command: command.to_string(),
         timeout,
         max_output_bytes: 10_000,
-        full_output_path: None,
+        full_output: None,
         cancel: CancellationToken::new(),
     }
 }

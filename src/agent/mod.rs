@@ -6,7 +6,7 @@
 pub mod context;
 mod limits;
 
-use std::path::PathBuf;
+use crate::hostfs::OutputDir;
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
@@ -103,7 +103,7 @@ pub struct Agent<'a> {
     pub settings: &'a AgentSettings,
     pub cost: CostFn<'a>,
     /// Where full command outputs are written (one file per call).
-    pub outputs_dir: Option<PathBuf>,
+    pub outputs: Option<OutputDir>,
 }
 
 /// What the loop does after a reply.
@@ -372,16 +372,16 @@ impl Agent<'_> {
             } else {
                 None
             };
-            let full_output_path = self
-                .outputs_dir
+            let full_output = self
+                .outputs
                 .as_ref()
-                .map(|d| d.join(format!("step-{step:04}-call-{idx}.txt")));
+                .map(|d| d.file(&format!("step-{step:04}-call-{idx}.txt")));
             let outcome = match skip_reason {
                 Some(reason) => crate::tools::ToolOutcome::error(reason),
                 None => {
                     let ctx = ToolContext {
                         cancel: cancel.clone(),
-                        full_output_path: full_output_path.clone(),
+                        full_output: full_output.clone(),
                     };
                     self.tools.dispatch(call, &ctx).await
                 }
@@ -398,7 +398,8 @@ impl Agent<'_> {
                 bytes_seen: exec.map_or(0, |e| e.bytes_seen),
                 duration_ms: exec.map_or(0, |e| e.duration_ms),
                 output: outcome.content.clone(),
-                full_output: full_output_path
+                full_output: full_output
+                    .map(|f| f.path())
                     .filter(|p| exec.is_some() && p.exists())
                     .map(|p| p.display().to_string()),
             });

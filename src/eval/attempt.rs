@@ -41,6 +41,8 @@ pub struct AttemptCtx {
     pub agent_timeout_secs: Option<f64>,
     pub verifier_timeout_secs: Option<f64>,
     pub allow_internet: bool,
+    /// Bytes each attempt may put on the host (`--disk`); `None`: unbounded.
+    pub disk_bytes: Option<u64>,
     pub suite_id: String,
     pub human: Human,
 }
@@ -76,7 +78,8 @@ pub async fn run(
         Err(e) => return finish(infra(rec, e), started),
     };
     rec.image = Some(image.clone());
-    let run_dir = match RunDir::create(&run_path, Redactor::from_env()) {
+    let budget = ctx.disk_bytes.unwrap_or(u64::MAX);
+    let run_dir = match RunDir::create(&run_path, Redactor::from_env(), budget) {
         Ok(d) => d,
         Err(e) => return finish(infra(rec, e.to_string()), started),
     };
@@ -211,7 +214,7 @@ pub async fn run(
             workdir: &workdir,
             network: config_network(&config),
             run_id: format!("{run_id}-verify"),
-            log_path: &log_path,
+            run_dir: &run_dir,
         },
         cancel,
     )

@@ -44,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use super::task::Task;
 use crate::exec::docker::{DockerConfig, DockerExecutor, WorkspaceMode};
 use crate::exec::{ExecError, ExecOutput, ExecRequest, Executor};
+use crate::trajectory::RunDir;
 
 /// The verifier's PATH, whatever the image or the agent set.
 pub const VERIFIER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -89,7 +90,9 @@ pub struct GradeSpec<'a> {
     pub workdir: &'a str,
     pub network: Option<String>,
     pub run_id: String,
-    pub log_path: &'a Path,
+    /// The attempt's run directory: `verifier.log` and `verifier-links.log`
+    /// are written there.
+    pub run_dir: &'a RunDir,
 }
 
 /// Runs tests/test.sh on a copy of `workspace` in a fresh container and
@@ -141,7 +144,7 @@ pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Ve
         ..DockerConfig::default()
     };
     let sandbox = Arc::new(DockerExecutor::start(cfg).await?);
-    let result = run_verifier(&sandbox, task, timeout, spec.log_path, cancel).await;
+    let result = run_verifier(&sandbox, task, timeout, spec.run_dir, cancel).await;
     let removed = sandbox.discard().await;
     let verdict = result?;
     removed?;
@@ -152,7 +155,7 @@ async fn run_verifier(
     sandbox: &DockerExecutor,
     task: &Task,
     timeout: Duration,
-    log_path: &Path,
+    run_dir: &RunDir,
     cancel: &CancellationToken,
 ) -> Result<Verdict, GradeError> {
     let prep = control(
@@ -177,9 +180,13 @@ async fn run_verifier(
     }
     if !swept.output.trim().is_empty() {
         tracing::info!("{}", swept.output.trim());
-        let links_log = log_path.with_file_name("verifier-links.log");
-        if let Err(e) = std::fs::write(&links_log, format!("{}\n", swept.output.trim())) {
-            tracing::warn!("cannot write {}: {e}", links_log.display());
+        let links_log = run_dir.file("verifier-links.log");
+        let text = format!("{}\n", swept.output.trim());
+        if let Err(e) = links_log
+            .create()
+            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+        {
+            tracing::warn!("cannot write {}: {e}", links_log.path().display());
         }
     }
     let out = sandbox
@@ -187,7 +194,7 @@ async fn run_verifier(
             command: "exec bash /tests/test.sh".into(),
             timeout,
             max_output_bytes: VERIFIER_OUTPUT_BYTES,
-            full_output_path: Some(log_path.to_path_buf()),
+            full_output: Some(run_dir.file("verifier.log")),
             cancel: cancel.clone(),
         })
         .await?;
@@ -251,7 +258,7 @@ async fn control(
             command: command.into(),
             timeout: CONTROL_TIMEOUT,
             max_output_bytes: 1 << 17,
-            full_output_path: None,
+            full_output: None,
             cancel: cancel.clone(),
         })
         .await?;

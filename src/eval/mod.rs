@@ -129,6 +129,7 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
         agent_timeout_secs: args.agent_timeout,
         verifier_timeout_secs: args.verifier_timeout,
         allow_internet: args.allow_internet,
+        disk_bytes: probe.sandbox.disk_bytes,
         suite_id: suite_id.clone(),
         human: Human::new(),
     });
@@ -215,6 +216,7 @@ fn base_run_args(args: &EvalArgs) -> RunArgs {
         pids_limit: args.pids_limit,
         user: args.user.clone(),
         writable_rootfs: args.writable_rootfs,
+        disk: args.disk.clone(),
     }
 }
 

@@ -46,7 +46,7 @@ pub async fn run(
             command,
             timeout,
             max_output_bytes: 4000,
-            full_output_path: Some(run_dir.outputs_dir().join("oracle.log")),
+            full_output: Some(run_dir.outputs().file("oracle.log")),
             cancel: cancel.clone(),
         })
         .await

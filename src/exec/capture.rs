@@ -12,6 +12,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use crate::hostfs::OutputFile;
+
 /// Cap on the full-output file of one command (64 MiB); past it the file gets
 /// a one-line marker instead of more bytes.
 pub const MAX_FULL_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
@@ -89,13 +91,22 @@ impl Capture {
     /// Like [`Capture::with_full_output`] with an explicit cap in bytes.
     pub fn with_full_output_capped(mut self, path: &Path, cap: u64) -> io::Result<Capture> {
         let file = File::create(path).map_err(|e| with_path(e, "creating", path))?;
-        self.file = Some(FullOutput {
-            path: path.to_path_buf(),
-            out: BufWriter::with_capacity(64 * 1024, file),
-            written: 0,
-            not_written: 0,
-            cap,
-        });
+        self.file = Some(FullOutput::new(path.to_path_buf(), file, cap, None));
+        Ok(self)
+    }
+
+    /// Streams every byte to a new file of a run's output directory (never
+    /// through a link: see [`crate::hostfs`]), up to
+    /// [`MAX_FULL_OUTPUT_BYTES`] and within the run's output budget.
+    pub fn with_output_file(mut self, target: &OutputFile) -> io::Result<Capture> {
+        let path = target.path();
+        let file = target.create()?;
+        self.file = Some(FullOutput::new(
+            path,
+            file,
+            MAX_FULL_OUTPUT_BYTES,
+            Some(target.clone()),
+        ));
         Ok(self)
     }
 
@@ -220,12 +231,33 @@ struct FullOutput {
     written: u64,
     not_written: u64,
     cap: u64,
+    /// The run's output budget, shared by all its files.
+    budget: Option<OutputFile>,
+    /// The budget, not this file's cap, stopped the writing.
+    budget_spent: bool,
 }
 
 impl FullOutput {
+    fn new(path: PathBuf, file: File, cap: u64, budget: Option<OutputFile>) -> FullOutput {
+        FullOutput {
+            path,
+            out: BufWriter::with_capacity(64 * 1024, file),
+            written: 0,
+            not_written: 0,
+            cap,
+            budget,
+            budget_spent: false,
+        }
+    }
+
     fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         let room = self.cap.saturating_sub(self.written);
-        let now = (bytes.len() as u64).min(room) as usize;
+        let mut now = (bytes.len() as u64).min(room) as usize;
+        if let Some(b) = &self.budget {
+            let granted = b.take_budget(now as u64) as usize;
+            self.budget_spent |= granted < now;
+            now = granted;
+        }
         if now > 0 {
             self.out
                 .write_all(&bytes[..now])
@@ -238,10 +270,17 @@ impl FullOutput {
 
     fn close(mut self) -> io::Result<()> {
         if self.not_written > 0 {
-            let line = format!(
-                "\n[... {} bytes not written: full-output file capped at {} bytes ...]\n",
-                self.not_written, self.cap
-            );
+            let line = if self.budget_spent {
+                format!(
+                    "\n[... {} bytes not written: the run's output budget (--disk) is used up ...]\n",
+                    self.not_written
+                )
+            } else {
+                format!(
+                    "\n[... {} bytes not written: full-output file capped at {} bytes ...]\n",
+                    self.not_written, self.cap
+                )
+            };
             self.out
                 .write_all(line.as_bytes())
                 .map_err(|e| with_path(e, "writing", &self.path))?;

@@ -328,8 +328,8 @@ impl Executor for LocalExecutor {
         }
         let started = Instant::now();
         let mut capture = Capture::new(req.max_output_bytes).with_redactions(&self.redactions);
-        if let Some(path) = &req.full_output_path {
-            capture = capture.with_full_output(path)?;
+        if let Some(file) = &req.full_output {
+            capture = capture.with_output_file(file)?;
         }
         let (reader, mut child) = self.spawn(&req.command)?;
         // The shell leads its own session and process group: sid = pgid = pid.

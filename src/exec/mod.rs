@@ -3,15 +3,19 @@
 //! hardened container per run.
 
 pub mod capture;
+pub mod disk;
 pub mod docker;
+pub mod liveness;
 pub mod local;
+pub mod tree;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
+
+use crate::hostfs::OutputFile;
 
 /// One command to run.
 #[derive(Debug, Clone)]
@@ -25,8 +29,9 @@ pub struct ExecRequest {
     /// (head + tail); the rest is counted, not kept.
     pub max_output_bytes: usize,
     /// When set, the whole output (stdout and stderr interleaved) is also
-    /// streamed to this file, up to `capture::MAX_FULL_OUTPUT_BYTES`.
-    pub full_output_path: Option<PathBuf>,
+    /// streamed to this new file of the run directory, up to
+    /// `capture::MAX_FULL_OUTPUT_BYTES` and the run's output budget.
+    pub full_output: Option<OutputFile>,
     /// Cancelled on Ctrl-C: kill the command and return promptly.
     pub cancel: CancellationToken,
 }
@@ -68,6 +73,8 @@ pub enum ExecError {
     SandboxDied { detail: String },
     #[error("refused: {0}")]
     Refused(String),
+    #[error("workspace: {0}")]
+    Workspace(String),
 }
 
 impl ExecError {

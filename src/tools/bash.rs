@@ -153,7 +153,7 @@ impl Tool for BashTool {
             command,
             timeout,
             max_output_bytes: self.settings.max_output_bytes,
-            full_output_path: ctx.full_output_path.clone(),
+            full_output: ctx.full_output.clone(),
             cancel: ctx.cancel.clone(),
         };
         match self.executor.execute(req).await {

@@ -5,13 +5,12 @@
 pub mod bash;
 pub mod policy;
 
-use std::path::PathBuf;
-
 use async_trait::async_trait;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::exec::{ExecError, ExecOutput};
+use crate::hostfs::OutputFile;
 use crate::model::{ToolCall, ToolSpec};
 
 /// What a tool call may use besides its input.
@@ -19,7 +18,7 @@ use crate::model::{ToolCall, ToolSpec};
 pub struct ToolContext {
     pub cancel: CancellationToken,
     /// Where the tool may write its full, untruncated output.
-    pub full_output_path: Option<PathBuf>,
+    pub full_output: Option<OutputFile>,
 }
 
 /// What a tool call produced.

@@ -59,7 +59,7 @@ pub fn req(command: &str, timeout_secs: f64) -> ExecRequest {
         command: command.into(),
         timeout: Duration::from_secs_f64(timeout_secs),
         max_output_bytes: 16 << 10,
-        full_output_path: None,
+        full_output: None,
         cancel: CancellationToken::new(),
     }
 }

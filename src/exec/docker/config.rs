@@ -35,6 +35,8 @@ pub const DEFAULT_FSIZE_BYTES: i64 = 1 << 30;
 pub const DEFAULT_MAX_RUN_SECS: u64 = 4 * 3600;
 /// Added to the maximum run time before a container counts as expired.
 pub const EXPIRY_MARGIN_SECS: u64 = 600;
+/// Default size limit of a run's workspace (`--disk`).
+pub const DEFAULT_DISK_BYTES: u64 = 10 << 30;
 /// Where the workspace appears inside the container.
 pub const CONTAINER_WORKDIR: &str = "/workspace";
 
@@ -96,6 +98,11 @@ pub struct DockerConfig {
     pub workspace: Option<PathBuf>,
     /// How the workspace reaches the container.
     pub workspace_mode: WorkspaceMode,
+    /// Most bytes the workspace may hold (`--disk`): a bind workspace is
+    /// copied into a filesystem of this size ([`crate::exec::disk`]) and a
+    /// copy-mode workspace is refused back past it. `None`: unbounded (a
+    /// loosening; the workspace is then bind-mounted as it is).
+    pub disk_bytes: Option<u64>,
     /// Absolute path of the workspace inside the container, where commands
     /// start (an eval task's image `WORKDIR`); default /workspace.
     pub workdir: String,
@@ -134,6 +141,7 @@ impl Default for DockerConfig {
             tmp_size_bytes: DEFAULT_TMP_SIZE_BYTES,
             workspace: None,
             workspace_mode: WorkspaceMode::Auto,
+            disk_bytes: Some(DEFAULT_DISK_BYTES),
             workdir: CONTAINER_WORKDIR.to_string(),
             cap_add: Vec::new(),
             volume_no_copy: false,
@@ -164,6 +172,9 @@ impl DockerConfig {
         }
         if user_is_root(&self.user) {
             out.push(format!("commands run as root ('{}')", self.user));
+        }
+        if self.disk_bytes.is_none() && self.workspace.is_some() {
+            out.push("workspace size not bounded (--disk unlimited)".to_string());
         }
         out
     }
@@ -246,12 +257,6 @@ pub fn numeric_user(user: &str) -> Option<(u32, u32)> {
     Some((u.parse().ok()?, g.parse().ok()?))
 }
 
-/// Host directories that must never become the sandbox's workspace.
-const FORBIDDEN_WORKSPACES: &[&str] = &[
-    "/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/run", "/sbin",
-    "/sys", "/usr", "/var",
-];
-
 /// Refuses a workspace that is a system directory, or that contains the
 /// Docker socket (mounting it would give the sandbox the whole host).
 fn check_workspace(ws: &Path, docker_host: Option<&str>) -> Result<(), ExecError> {
@@ -264,11 +269,8 @@ fn check_workspace(ws: &Path, docker_host: Option<&str>) -> Result<(), ExecError
             ws.display()
         )));
     }
-    if FORBIDDEN_WORKSPACES.iter().any(|f| canon == Path::new(f)) {
-        return Err(ExecError::Refused(format!(
-            "workspace {} is a system directory; use a scratch directory",
-            canon.display()
-        )));
+    if let Some(why) = crate::workspace::refusal(&canon, &[]) {
+        return Err(ExecError::Refused(format!("workspace {why}")));
     }
     let mut sockets: Vec<PathBuf> = vec!["/var/run/docker.sock".into(), "/run/docker.sock".into()];
     if let Some(p) = docker_host.and_then(|h| h.strip_prefix("unix://")) {

@@ -20,8 +20,9 @@ use super::config::DockerConfig;
 use super::container::labels;
 use crate::exec::ExecError;
 
-/// Largest workspace accepted back from the sandbox.
-const MAX_COLLECT_BYTES: u64 = 8 << 30;
+/// Largest workspace accepted back from the sandbox when no `--disk`
+/// limit applies.
+pub const MAX_COLLECT_BYTES: u64 = 8 << 30;
 
 /// Creates the labelled volume that holds /workspace in copy mode.
 pub async fn create_volume(
@@ -143,6 +144,7 @@ pub async fn download(
     id: &str,
     host: &Path,
     workdir: &str,
+    limit_bytes: u64,
 ) -> Result<CollectReport, ExecError> {
     let opts = DownloadFromContainerOptionsBuilder::new()
         .path(workdir)
@@ -164,11 +166,11 @@ pub async fn download(
             Ok(Some(Ok(c))) => c,
         };
         total += chunk.len() as u64;
-        if total > MAX_COLLECT_BYTES {
+        if total > limit_bytes {
             return Err(ExecError::Refused(format!(
-                "workspace of container {} is larger than {} bytes",
+                "workspace of container {} is larger than {} bytes (--disk)",
                 short(id),
-                MAX_COLLECT_BYTES
+                limit_bytes
             )));
         }
         file.write_all(&chunk)?;

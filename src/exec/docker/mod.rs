@@ -9,7 +9,6 @@ mod copy;
 mod gc;
 mod image;
 mod kill;
-mod owner;
 mod run;
 mod seed;
 
@@ -30,6 +29,7 @@ pub use container::{LABEL_MANAGED, LABEL_OWNER_PID, LABEL_RUN_ID, MANAGED_VALUE}
 pub use gc::{GcReport, gc};
 pub use seed::{Seeded, seed_workspace};
 
+use super::disk::Disk;
 use super::{ExecError, ExecOutput, ExecRequest, Executor};
 use client::{CALL_TIMEOUT, call, short};
 use config::{numeric_user, user_is_root};
@@ -39,15 +39,27 @@ use container::WorkspaceMount;
 const DROP_CLEANUP_LIMIT: Duration = Duration::from_secs(40);
 
 /// How the host workspace is tied to the container.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum Workspace {
-    /// Bind-mounted; `restore` is the owner to give the tree back at the end.
-    Bind {
-        host: PathBuf,
-        restore: Option<(u32, u32)>,
+    /// Bind-mounted as it is (`--disk unlimited`, or runner is not root):
+    /// commands run as the directory's owner; nothing is chowned.
+    Bind { host: PathBuf },
+    /// Copied into a size-limited filesystem which is bind-mounted, and
+    /// copied back when the sandbox ends (`None` once it has been).
+    Disk {
+        disk: std::sync::Mutex<Option<Disk>>,
     },
     /// Copied through the labelled volume `volume`.
     Copy { host: PathBuf, volume: String },
+}
+
+impl Workspace {
+    fn volume(&self) -> Option<String> {
+        match self {
+            Workspace::Copy { volume, .. } => Some(volume.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// A run's sandbox: one container, commands executed in it one at a time.
@@ -61,6 +73,8 @@ pub struct DockerExecutor {
     pids_limit: i64,
     loosenings: Vec<String>,
     workspace: Option<Workspace>,
+    /// Bytes the workspace may hold; `None`: unbounded.
+    disk_bytes: Option<u64>,
     /// OOM kills already accounted for; the lock also keeps commands
     /// sequential, which the kill protocol relies on.
     oom_seen: tokio::sync::Mutex<Option<u64>>,
@@ -85,52 +99,83 @@ impl DockerExecutor {
             Ok(_) => {}
             Err(e) => tracing::warn!("gc failed: {e}"),
         }
+        recover_disks().await;
         image::ensure_image(&docker, &cfg.image).await?;
 
         let copy = cfg.workspace.is_some() && cfg.copy_mode(host.as_deref());
-        let euid = nix::unistd::geteuid();
         let mut user = cfg.user.clone();
-        if cfg.workspace.is_some() && !copy && !euid.is_root() && !user_is_root(&user) {
-            // Without root we cannot chown the workspace to the sandbox
-            // user, so the sandbox runs as us instead.
-            user = format!("{}:{}", euid.as_raw(), nix::unistd::getegid().as_raw());
-        }
+        let mut loosenings = cfg.loosenings();
         let name = container::container_name(&cfg.run_id);
         let workspace = match &cfg.workspace {
             None => None,
+            Some(p) if copy => {
+                let host_dir = p.canonicalize()?;
+                let volume = format!("{name}-ws");
+                copy::create_volume(&docker, &cfg, &volume).await?;
+                Some(Workspace::Copy {
+                    host: host_dir,
+                    volume,
+                })
+            }
             Some(p) => {
                 let host_dir = p.canonicalize()?;
-                Some(if copy {
-                    let volume = format!("{name}-ws");
-                    copy::create_volume(&docker, &cfg, &volume).await?;
-                    Workspace::Copy {
-                        host: host_dir,
-                        volume,
-                    }
-                } else {
-                    let restore = give_to_sandbox(&host_dir, &user)?;
-                    Workspace::Bind {
-                        host: host_dir,
-                        restore,
-                    }
-                })
+                let ws = prepare_bind(&cfg, &host_dir, &mut user, &mut loosenings).await?;
+                Some(ws)
             }
         };
         let src;
         let mount = match &workspace {
             None => WorkspaceMount::None,
-            Some(Workspace::Bind { host, .. }) => {
+            Some(Workspace::Bind { host }) => {
                 src = host.to_string_lossy().into_owned();
+                WorkspaceMount::Bind(&src)
+            }
+            Some(Workspace::Disk { disk }) => {
+                src = disk
+                    .lock()
+                    .ok()
+                    .and_then(|d| {
+                        d.as_ref()
+                            .map(|d| d.mount_point().to_string_lossy().into_owned())
+                    })
+                    .unwrap_or_default();
                 WorkspaceMount::Bind(&src)
             }
             Some(Workspace::Copy { volume, .. }) => WorkspaceMount::Volume(volume),
         };
-        let body = container::spec(&cfg, &user, &mount);
-        let created = container::create_and_start(&docker, &name, body).await;
+        let mut body = container::spec(&cfg, &user, &mount);
+        let bound_root = cfg.writable_rootfs && cfg.disk_bytes.is_some();
+        if let (true, Some(size), Some(hc)) =
+            (bound_root, cfg.disk_bytes, body.host_config.as_mut())
+        {
+            // The engine bounds a writable root only on storage drivers
+            // with quotas (overlay2 on xfs with pquota, btrfs, zfs...).
+            hc.storage_opt = Some(std::collections::HashMap::from([(
+                "size".to_string(),
+                size.to_string(),
+            )]));
+        }
+        let mut created = container::create_and_start(&docker, &name, body.clone()).await;
+        if bound_root && matches!(&created, Err(e) if e.to_string().contains("storage-opt")) {
+            if let Some(hc) = body.host_config.as_mut() {
+                hc.storage_opt = None;
+            }
+            loosenings.push(
+                "writes to the writable root filesystem are not bounded by --disk: \
+                 this engine's storage driver has no quotas"
+                    .to_string(),
+            );
+            created = container::create_and_start(&docker, &name, body).await;
+        }
         let id = match created {
             Ok(id) => id,
             Err(e) => {
-                release_workspace(&docker, workspace.as_ref()).await;
+                if let Some(Workspace::Disk { disk }) = &workspace
+                    && let Some(d) = disk.lock().ok().and_then(|mut d| d.take())
+                {
+                    let _ = finish_disk(d, false).await;
+                }
+                release_volume(&docker, workspace.as_ref().and_then(Workspace::volume)).await;
                 return Err(e);
             }
         };
@@ -142,8 +187,9 @@ impl DockerExecutor {
             workdir: cfg.workdir.clone(),
             memory_bytes: cfg.memory_bytes,
             pids_limit: cfg.pids_limit,
-            loosenings: cfg.loosenings(),
+            loosenings,
             workspace,
+            disk_bytes: cfg.disk_bytes,
             oom_seen: tokio::sync::Mutex::new(None),
             finishing: tokio::sync::Mutex::new(()),
             removed: AtomicBool::new(false),
@@ -204,7 +250,8 @@ impl DockerExecutor {
             return Ok(());
         }
         if collect && let Some(Workspace::Copy { host, .. }) = &self.workspace {
-            match copy::download(&self.docker, &self.id, host, &self.workdir).await {
+            let limit = self.disk_bytes.unwrap_or(copy::MAX_COLLECT_BYTES);
+            match copy::download(&self.docker, &self.id, host, &self.workdir, limit).await {
                 Ok(rep) if !rep.skipped.is_empty() => tracing::warn!(
                     skipped = ?rep.skipped,
                     "workspace entries not collected (links out, devices or unsafe paths)"
@@ -230,54 +277,116 @@ impl DockerExecutor {
         // If removal fails, `removed` stays false so Drop tries again.
         container::remove(&self.docker, &self.id).await?;
         self.removed.store(true, Ordering::SeqCst);
-        release_workspace(&self.docker, self.workspace.as_ref()).await;
+        if let Some(Workspace::Disk { disk }) = &self.workspace {
+            // Nothing of the sandbox runs any more: its work comes back.
+            let taken = disk.lock().ok().and_then(|mut d| d.take());
+            if let Some(d) = taken {
+                finish_disk(d, collect).await?;
+            }
+        }
+        release_volume(
+            &self.docker,
+            self.workspace.as_ref().and_then(Workspace::volume),
+        )
+        .await;
         Ok(())
     }
 }
 
-/// Bind mode as root: chown the tree to the sandbox user so it can write,
-/// returning the original owner to restore at the end.
-fn give_to_sandbox(host: &std::path::Path, user: &str) -> Result<Option<(u32, u32)>, ExecError> {
+/// Bind-mounts the workspace: through a size-limited filesystem when a
+/// limit is set and runner can mount one, else as it is (a loosening),
+/// with commands running as the directory's owner so nothing is chowned.
+async fn prepare_bind(
+    cfg: &DockerConfig,
+    host_dir: &std::path::Path,
+    user: &mut String,
+    loosenings: &mut Vec<String>,
+) -> Result<Workspace, ExecError> {
     use std::os::unix::fs::MetadataExt;
-    if !nix::unistd::geteuid().is_root() || user_is_root(user) {
-        return Ok(None);
+    let meta = std::fs::metadata(host_dir)?;
+    let dir_owner = (meta.uid(), meta.gid());
+    match cfg.disk_bytes {
+        Some(size) if Disk::supported() => {
+            let sandbox_owner = numeric_user(user).unwrap_or((0, 0));
+            let (host, run_id) = (host_dir.to_path_buf(), cfg.run_id.clone());
+            let disk = tokio::task::spawn_blocking(move || {
+                Disk::create(size, &run_id, &host, sandbox_owner, Some(dir_owner))
+            })
+            .await
+            .map_err(|e| ExecError::Spawn(format!("making the workspace disk: {e}")))?
+            .map_err(|e| ExecError::Workspace(e.to_string()))?;
+            Ok(Workspace::Disk {
+                disk: std::sync::Mutex::new(Some(disk)),
+            })
+        }
+        limit => {
+            if limit.is_some() {
+                loosenings.push(
+                    "workspace size not bounded: the size-limited filesystem (--disk) needs root"
+                        .to_string(),
+                );
+            }
+            *user = format!("{}:{}", dir_owner.0, dir_owner.1);
+            if user_is_root(user) && !loosenings.iter().any(|l| l.contains("as root")) {
+                loosenings.push(format!(
+                    "commands run as root ('{user}'): the bind-mounted workspace {} is owned by root",
+                    host_dir.display()
+                ));
+            }
+            Ok(Workspace::Bind {
+                host: host_dir.to_path_buf(),
+            })
+        }
     }
-    let Some((uid, gid)) = numeric_user(user) else {
-        return Ok(None);
-    };
-    let meta = std::fs::symlink_metadata(host)?;
-    owner::chown_tree(host, uid, gid)?;
-    Ok(Some((meta.uid(), meta.gid())))
 }
 
-/// Gives the bind-mounted tree back to its owner, or removes the copy-mode
-/// volume. Only called once the container is gone, so nothing races it.
-async fn release_workspace(docker: &Docker, ws: Option<&Workspace>) {
-    match ws {
-        Some(Workspace::Bind {
-            host,
-            restore: Some((uid, gid)),
-        }) => {
-            let (host, uid, gid) = (host.clone(), *uid, *gid);
-            let r = tokio::task::spawn_blocking(move || owner::chown_tree(&host, uid, gid)).await;
-            if !matches!(r, Ok(Ok(0))) {
-                tracing::warn!("could not give every workspace entry back to its owner: {r:?}");
-            }
+/// Copies a disk's work back (when `collect`) and removes it.
+async fn finish_disk(disk: Disk, collect: bool) -> Result<(), ExecError> {
+    let r = tokio::task::spawn_blocking(move || {
+        let mut disk = disk;
+        if collect {
+            disk.finish().map(|rep| {
+                if !rep.skipped.is_empty() {
+                    tracing::warn!(skipped = ?rep.skipped, "workspace entries not copied back (special files)");
+                }
+            })
+        } else {
+            disk.release_without_copy()
         }
-        Some(Workspace::Copy { volume, .. }) => {
-            let opts = RemoveVolumeOptionsBuilder::new().force(true).build();
-            let r = call(
-                "remove volume",
-                volume,
-                CALL_TIMEOUT,
-                docker.remove_volume(volume, Some(opts)),
-            )
-            .await;
-            if let Err(e) = r {
-                tracing::warn!("{e}");
-            }
-        }
-        _ => {}
+    })
+    .await
+    .map_err(|e| ExecError::Spawn(format!("collecting the workspace: {e}")))?;
+    r.map_err(|e| ExecError::Workspace(e.to_string()))
+}
+
+/// Gives dead runs' work back to their workspaces and removes their disks
+/// (see [`crate::exec::disk::recover_abandoned`]).
+pub async fn recover_disks() -> crate::exec::disk::Recovered {
+    let r = tokio::task::spawn_blocking(crate::exec::disk::recover_abandoned)
+        .await
+        .unwrap_or_default();
+    for ws in &r.restored {
+        tracing::warn!("gave a dead run's work back to {}", ws.display());
+    }
+    for e in &r.errors {
+        tracing::warn!("recovering a dead run's workspace disk: {e}");
+    }
+    r
+}
+
+/// Removes the copy-mode volume. Only called once the container is gone.
+async fn release_volume(docker: &Docker, volume: Option<String>) {
+    let Some(volume) = volume else { return };
+    let opts = RemoveVolumeOptionsBuilder::new().force(true).build();
+    let r = call(
+        "remove volume",
+        &volume,
+        CALL_TIMEOUT,
+        docker.remove_volume(&volume, Some(opts)),
+    )
+    .await;
+    if let Err(e) = r {
+        tracing::warn!("{e}");
     }
 }
 
@@ -323,7 +432,9 @@ impl Drop for DockerExecutor {
             return;
         }
         let id = self.id.clone();
-        let ws = self.workspace.clone();
+        // A disk is left mounted: it holds the work, and `runner gc` (or the
+        // next start) copies it back.
+        let volume = self.workspace.as_ref().and_then(Workspace::volume);
         let (tx, rx) = std::sync::mpsc::channel();
         let spawned = std::thread::Builder::new()
             .name("runner-docker-cleanup".into())
@@ -338,7 +449,7 @@ impl Drop for DockerExecutor {
                                 if let Err(e) = container::remove(&d, &id).await {
                                     tracing::error!("leaving container {}: {e}", short(&id));
                                 }
-                                release_workspace(&d, ws.as_ref()).await;
+                                release_volume(&d, volume).await;
                             }
                             Err(e) => tracing::error!("leaving container {}: {e}", short(&id)),
                         }

@@ -71,8 +71,8 @@ pub async fn run(
 ) -> Result<ExecOutput, ExecError> {
     let started = Instant::now();
     let mut cap = Capture::new(req.max_output_bytes);
-    if let Some(path) = &req.full_output_path {
-        cap = cap.with_full_output(path)?;
+    if let Some(file) = &req.full_output {
+        cap = cap.with_output_file(file)?;
     }
     // The first failure to write the full-output file; reading goes on so
     // the exec's stream never backs up, and the error is reported at the end.

@@ -68,7 +68,14 @@ pub async fn seed_workspace(
         docker.create_container(Some(opts), body),
     )
     .await?;
-    let result = copy::download(&docker, &created.id, host, &workdir).await;
+    let result = copy::download(
+        &docker,
+        &created.id,
+        host,
+        &workdir,
+        copy::MAX_COLLECT_BYTES,
+    )
+    .await;
     let removed = remove(&docker, &created.id).await;
     let report = match result {
         Ok(r) => r,

@@ -1,0 +1,267 @@
+//! Files runner writes on the host for a run (the trajectory, command
+//! outputs, verifier logs): each is created relative to an open directory
+//! handle with `O_NOFOLLOW | O_EXCL`, so nothing a sandbox made (a link
+//! planted at a predictable name, a directory swapped for a link) can
+//! redirect a write to another file. Directories are opened with
+//! `O_NOFOLLOW | O_DIRECTORY` relative to their parent's handle.
+//!
+//! Everything written through an [`OutputDir`] also draws on one byte
+//! budget per run, so the outputs of a run cannot fill the host's disk.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::{Mode, mkdirat};
+
+/// An open directory on the host that runner writes into.
+#[derive(Debug)]
+pub struct HostDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+fn nix_err(e: Errno, what: &str, path: &Path) -> io::Error {
+    let e = io::Error::from(e);
+    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+}
+
+/// A single path component: no separator, not `.` or `..`.
+fn check_name(name: &str) -> io::Result<()> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("'{name}' is not a plain file name"),
+        ));
+    }
+    Ok(())
+}
+
+const DIR_FLAGS: OFlag = OFlag::O_RDONLY
+    .union(OFlag::O_DIRECTORY)
+    .union(OFlag::O_NOFOLLOW)
+    .union(OFlag::O_CLOEXEC);
+
+impl HostDir {
+    /// Opens (creating it and its parents when missing) the directory
+    /// `path`. Its parents are the user's own path and are resolved as
+    /// usual; the directory itself must not be a link.
+    pub fn create(path: &Path) -> io::Result<HostDir> {
+        let path = std::path::absolute(path)?;
+        let (Some(parent), Some(last)) = (path.parent(), path.file_name()) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a directory runner can create", path.display()),
+            ));
+        };
+        std::fs::create_dir_all(parent)?;
+        let parent_fd = nix::fcntl::open(
+            parent,
+            DIR_FLAGS.difference(OFlag::O_NOFOLLOW),
+            Mode::empty(),
+        )
+        .map_err(|e| nix_err(e, "opening", parent))?;
+        let parent = HostDir {
+            fd: parent_fd,
+            path: parent.to_path_buf(),
+        };
+        parent.create_dir(&last.to_string_lossy())
+    }
+
+    /// Makes (or opens, when it is already a real directory) the
+    /// subdirectory `name`; a link there is refused, never followed.
+    pub fn create_dir(&self, name: &str) -> io::Result<HostDir> {
+        check_name(name)?;
+        let path = self.path.join(name);
+        match mkdirat(&self.fd, name, Mode::from_bits_truncate(0o755)) {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(e) => return Err(nix_err(e, "creating", &path)),
+        }
+        let fd = openat(&self.fd, name, DIR_FLAGS, Mode::empty())
+            .map_err(|e| nix_err(e, "opening", &path))?;
+        Ok(HostDir { fd, path })
+    }
+
+    /// Creates the new file `name` for writing. Anything already there (a
+    /// file, a link planted by a sandbox) makes this fail instead.
+    pub fn create_file(&self, name: &str) -> io::Result<File> {
+        check_name(name)?;
+        let path = self.path.join(name);
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = openat(&self.fd, name, flags, Mode::from_bits_truncate(0o644))
+            .map_err(|e| nix_err(e, "creating", &path))?;
+        Ok(File::from(fd))
+    }
+
+    /// Where this directory is, for messages and reports.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// A run's output directory with its byte budget.
+#[derive(Debug, Clone)]
+pub struct OutputDir {
+    dir: Arc<HostDir>,
+    budget: Arc<AtomicU64>,
+}
+
+impl OutputDir {
+    /// `budget_bytes` bounds everything written through this directory's
+    /// files, together.
+    pub fn new(dir: HostDir, budget_bytes: u64) -> OutputDir {
+        OutputDir {
+            dir: Arc::new(dir),
+            budget: Arc::new(AtomicU64::new(budget_bytes)),
+        }
+    }
+
+    /// The same directory, drawing on the same budget as `other`.
+    pub fn sharing_budget(dir: HostDir, other: &OutputDir) -> OutputDir {
+        OutputDir {
+            dir: Arc::new(dir),
+            budget: other.budget.clone(),
+        }
+    }
+
+    /// The file `name` in this directory, created when a command starts.
+    pub fn file(&self, name: &str) -> OutputFile {
+        OutputFile {
+            dir: self.dir.clone(),
+            name: name.to_string(),
+            budget: self.budget.clone(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Bytes still allowed.
+    pub fn remaining(&self) -> u64 {
+        self.budget.load(Ordering::SeqCst)
+    }
+}
+
+/// One file of an [`OutputDir`], not yet created.
+#[derive(Debug, Clone)]
+pub struct OutputFile {
+    dir: Arc<HostDir>,
+    name: String,
+    budget: Arc<AtomicU64>,
+}
+
+impl OutputFile {
+    /// Creates the file (see [`HostDir::create_file`]).
+    pub fn create(&self) -> io::Result<File> {
+        self.dir.create_file(&self.name)
+    }
+
+    /// Where the file is, for messages and the trajectory.
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join(&self.name)
+    }
+
+    /// Takes up to `want` bytes from the run's budget; returns how many
+    /// may be written.
+    pub fn take_budget(&self, want: u64) -> u64 {
+        let mut granted = 0;
+        let _ = self
+            .budget
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                granted = want.min(left);
+                Some(left - granted)
+            });
+        granted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_planted_link_is_never_written_through() {
+        let outside = tempfile::tempdir().expect("tempdir");
+        let canary = outside.path().join("canary");
+        std::fs::write(&canary, "host").expect("write");
+        let base = tempfile::tempdir().expect("tempdir");
+        let dir = HostDir::create(&base.path().join("run")).expect("create");
+        std::os::unix::fs::symlink(&canary, base.path().join("run/out.txt")).expect("link");
+        let err = dir.create_file("out.txt").expect_err("refused");
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
+        assert_eq!(std::fs::read_to_string(&canary).expect("read"), "host");
+        // A dangling link is refused too (O_EXCL), not created through.
+        let target = outside.path().join("new-file");
+        std::os::unix::fs::symlink(&target, base.path().join("run/dangling")).expect("link");
+        assert!(dir.create_file("dangling").is_err());
+        assert!(!target.exists());
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_link_is_refused() {
+        let outside = tempfile::tempdir().expect("tempdir");
+        let base = tempfile::tempdir().expect("tempdir");
+        std::os::unix::fs::symlink(outside.path(), base.path().join("outputs")).expect("link");
+        let dir = HostDir::create(base.path()).expect("create");
+        assert!(dir.create_dir("outputs").is_err());
+        assert!(HostDir::create(&base.path().join("outputs")).is_err());
+        for bad in ["", ".", "..", "a/b"] {
+            assert!(dir.create_file(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_racing_link_swapper_never_redirects_a_write() {
+        let outside = tempfile::tempdir().expect("tempdir");
+        let canary = outside.path().join("canary");
+        std::fs::write(&canary, "host").expect("write");
+        let base = tempfile::tempdir().expect("tempdir");
+        let dir = HostDir::create(&base.path().join("run")).expect("create");
+        let run = base.path().join("run");
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = {
+            let (run, canary, stop) = (run.clone(), canary.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    for i in 0..50 {
+                        let p = run.join(format!("f{i}"));
+                        let _ = std::fs::remove_file(&p);
+                        let _ = std::os::unix::fs::symlink(&canary, &p);
+                    }
+                }
+            })
+        };
+        let mut created = 0;
+        for round in 0..200 {
+            for i in 0..50 {
+                if let Ok(mut f) = dir.create_file(&format!("f{i}")) {
+                    let _ = writeln!(f, "round {round}");
+                    created += 1;
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().expect("swapper");
+        assert_eq!(std::fs::read_to_string(&canary).expect("read"), "host");
+        assert!(created > 0, "no file was ever created: the race never ran");
+    }
+
+    #[test]
+    fn the_budget_is_shared_and_never_exceeded() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let out = OutputDir::new(HostDir::create(base.path()).expect("create"), 100);
+        let (a, b) = (out.file("a"), out.file("b"));
+        assert_eq!(a.take_budget(60), 60);
+        assert_eq!(b.take_budget(60), 40);
+        assert_eq!(a.take_budget(1), 0);
+        assert_eq!(out.remaining(), 0);
+    }
+}

@@ -1,0 +1,10 @@
+//! Attacks on runner's boundary, each against the real engine: what a
+//! hostile task or model would try, and the guarantee that stops it. Each
+//! module reproduces one finding of the security review (issue 8).
+
+#[path = "../util/mod.rs"]
+mod util;
+
+mod disk;
+mod rundir;
+mod workspace;
