@@ -14,6 +14,7 @@ pub mod exec;
 pub mod gc;
 pub mod model;
 pub mod prompt;
+pub mod redact;
 pub mod render;
 pub mod tools;
 pub mod trajectory;

@@ -44,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use super::task::Task;
 use crate::exec::docker::{DockerConfig, DockerExecutor, WorkspaceMode};
 use crate::exec::{ExecError, ExecOutput, ExecRequest, Executor};
+use crate::redact::Redactor;
 
 /// The verifier's PATH, whatever the image or the agent set.
 pub const VERIFIER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -90,6 +91,8 @@ pub struct GradeSpec<'a> {
     pub network: Option<String>,
     pub run_id: String,
     pub log_path: &'a Path,
+    /// Secrets kept out of verifier.log and the verifier's messages.
+    pub redactor: &'a Redactor,
 }
 
 /// Runs tests/test.sh on a copy of `workspace` in a fresh container and
@@ -136,6 +139,7 @@ pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Ve
         // then cannot touch /tests or /logs.
         cap_add: vec!["SETUID".into(), "SETGID".into()],
         env,
+        redactor: spec.redactor.clone(),
         run_id: spec.run_id.clone(),
         max_run_time: timeout + Duration::from_secs(300),
         ..DockerConfig::default()

@@ -31,6 +31,7 @@ pub use gc::{GcReport, gc};
 pub use seed::{Seeded, seed_workspace};
 
 use super::{ExecError, ExecOutput, ExecRequest, Executor};
+use crate::redact::Redactor;
 use client::{CALL_TIMEOUT, call, short};
 use config::{numeric_user, user_is_root};
 use container::WorkspaceMount;
@@ -61,6 +62,9 @@ pub struct DockerExecutor {
     pids_limit: i64,
     loosenings: Vec<String>,
     workspace: Option<Workspace>,
+    /// The command environment (`K=V`), passed with each exec.
+    env: Vec<String>,
+    redactor: Redactor,
     /// OOM kills already accounted for; the lock also keeps commands
     /// sequential, which the kill protocol relies on.
     oom_seen: tokio::sync::Mutex<Option<u64>>,
@@ -144,6 +148,8 @@ impl DockerExecutor {
             pids_limit: cfg.pids_limit,
             loosenings: cfg.loosenings(),
             workspace,
+            env: container::exec_env(&cfg.env),
+            redactor: cfg.redactor.clone(),
             oom_seen: tokio::sync::Mutex::new(None),
             finishing: tokio::sync::Mutex::new(()),
             removed: AtomicBool::new(false),
@@ -306,6 +312,8 @@ impl Executor for DockerExecutor {
             memory_bytes: self.memory_bytes,
             pids_limit: self.pids_limit,
             workdir: &self.workdir,
+            env: &self.env,
+            redactor: &self.redactor,
         };
         run::run(&target, &req, &mut oom_seen).await
     }
