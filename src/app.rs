@@ -23,10 +23,11 @@ use crate::model::http::ApiConfig;
 use crate::model::openai::OpenAiModel;
 use crate::model::scripted::ScriptedModel;
 use crate::model::{Message, Model, ModelError, Usage};
+use crate::redact::{self, RedactError, Redactor};
 use crate::render::{Human, json_line};
 use crate::tools::Registry;
 use crate::tools::bash::{BashSettings, BashTool};
-use crate::trajectory::{Redactor, RunDir, RunDirError, new_run_path};
+use crate::trajectory::{RunDir, RunDirError, new_run_path};
 use crate::workspace::Workspace;
 
 /// A failure before or around the run, reported as one line plus a hint.
@@ -40,6 +41,8 @@ pub enum AppError {
     Exec(#[from] ExecError),
     #[error("{0}")]
     RunDir(#[from] RunDirError),
+    #[error("{0}")]
+    Redact(#[from] RedactError),
     #[error("cannot prepare the workspace: {0}")]
     Workspace(std::io::Error),
     #[error("refusing the workspace: {0}")]
@@ -134,10 +137,7 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
             return Err(AppError::WorkspaceRefused(why));
         }
     }
-    // The runner's own secrets, and those handed to commands with --env.
-    let redactor =
-        Redactor::from_env().merged(Redactor::from_pairs(config.command_env.iter().cloned()));
-    human.set_redactor(redactor.clone());
+    let redactor = run_redactor(&config, human)?;
     let budget = config.sandbox.disk_bytes.unwrap_or(u64::MAX);
     let run_dir = RunDir::create(&run_path, redactor.clone(), budget)?;
     let workspace = Workspace::prepare(config.workspace.as_deref()).map_err(AppError::Workspace)?;
@@ -161,7 +161,7 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
     let started = Instant::now();
     let mut public = config.public_json();
     if config.executor == ExecutorKind::Docker {
-        let loosenings = docker_config(&config, &workspace, &run_id).loosenings();
+        let loosenings = docker_config(&config, &workspace, &run_id, &redactor).loosenings();
         for l in &loosenings {
             human.say(&format!("warning: sandbox loosened: {l}"));
         }
@@ -178,7 +178,7 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
     let mut convo = Conversation::default();
     // Set when the sandbox could not even start (Docker down, no image...).
     let mut start_failed = None;
-    let end = match build_executor(&config, &workspace, &run_id).await {
+    let end = match build_executor(&config, &workspace, &run_id, &redactor).await {
         Ok(executor) => {
             let end = converse(
                 &config,
@@ -243,7 +243,6 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
             }
         }
     }
-    run_dir.redact_outputs();
     // A scratch workspace no command ever saw is not worth keeping.
     let keep =
         config.keep_workspace || (end.outcome != Outcome::Completed && start_failed.is_none());
@@ -492,25 +491,65 @@ fn api_config(config: &Config) -> ApiConfig {
     )
 }
 
-/// Builds the configured executor.
+/// The one redactor of a run (`runner eval` builds its suite's with this
+/// too): the runner's API key and credential-looking environment, and the
+/// credential-looking `--env` pairs (see `redact::collect`). Names each
+/// `--env` credential too short to redact, and hands the redactor to the
+/// human output.
+pub fn run_redactor(config: &Config, human: &Human) -> Result<Redactor, RedactError> {
+    // vars_os: std::env::vars panics on a variable that is not UTF-8.
+    let host_env = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let secrets = redact::collect(host_env, config.api_key.as_deref(), &config.command_env)?;
+    for short in &secrets.too_short {
+        human.say(&format!(
+            "warning: --env {}: its value is {} character{}, too short to redact reliably; \
+             it will appear unredacted in trajectories, outputs and on the terminal",
+            short.name,
+            short.chars,
+            if short.chars == 1 { "" } else { "s" }
+        ));
+    }
+    if !secrets.too_short.is_empty() {
+        human.say(&format!(
+            "hint: credentials of {} or more characters are redacted; use a longer value, \
+             or a name that does not look like a credential if it is not one",
+            redact::MIN_SECRET_CHARS
+        ));
+    }
+    human.set_redactor(secrets.redactor.clone());
+    Ok(secrets.redactor)
+}
+
+/// Builds the configured executor; command output is redacted with
+/// `redactor` while it streams.
 pub async fn build_executor(
     config: &Config,
     workspace: &Workspace,
     run_id: &str,
+    redactor: &Redactor,
 ) -> Result<Arc<dyn Executor>, ExecError> {
     match config.executor {
-        ExecutorKind::Local => Ok(Arc::new(LocalExecutor::new(LocalConfig {
-            workdir: workspace.path().to_path_buf(),
-            env: config.command_env.clone(),
-        }))),
+        ExecutorKind::Local => Ok(Arc::new(
+            LocalExecutor::new(LocalConfig {
+                workdir: workspace.path().to_path_buf(),
+                env: config.command_env.clone(),
+            })
+            .with_redactor(redactor.clone()),
+        )),
         ExecutorKind::Docker => Ok(Arc::new(
-            DockerExecutor::start(docker_config(config, workspace, run_id)).await?,
+            DockerExecutor::start(docker_config(config, workspace, run_id, redactor)).await?,
         )),
     }
 }
 
 /// Maps the validated configuration to the docker executor's.
-pub fn docker_config(config: &Config, workspace: &Workspace, run_id: &str) -> DockerConfig {
+pub fn docker_config(
+    config: &Config,
+    workspace: &Workspace,
+    run_id: &str,
+    redactor: &Redactor,
+) -> DockerConfig {
     let s = &config.sandbox;
     DockerConfig {
         image: s.image.clone(),
@@ -531,6 +570,7 @@ pub fn docker_config(config: &Config, workspace: &Workspace, run_id: &str) -> Do
             WorkspaceMode::Copy => DockerWorkspaceMode::Copy,
         },
         env: config.container_env(),
+        redactor: redactor.clone(),
         run_id: run_id.to_string(),
         max_run_time: config
             .max_time

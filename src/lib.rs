@@ -15,6 +15,7 @@ pub mod gc;
 pub mod hostfs;
 pub mod model;
 pub mod prompt;
+pub mod redact;
 pub mod render;
 pub mod tools;
 pub mod trajectory;

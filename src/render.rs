@@ -4,7 +4,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 
 use crate::event::{Event, Outcome};
-use crate::trajectory::Redactor;
+use crate::redact::{Redactor, TextStream};
 
 /// Lines of a command's output shown in human mode (the model sees more).
 const HUMAN_OUTPUT_LINES: usize = 12;
@@ -16,6 +16,9 @@ pub struct Human {
     mid_line: Mutex<bool>,
     /// Secrets kept off the terminal (and so off CI logs) too.
     redactor: std::sync::OnceLock<Redactor>,
+    /// Streamed model text, redacted across deltas: a secret split between
+    /// two deltas is held back until it is whole.
+    deltas: Mutex<Option<TextStream>>,
 }
 
 impl Human {
@@ -26,6 +29,7 @@ impl Human {
             color,
             mid_line: Mutex::new(false),
             redactor: std::sync::OnceLock::new(),
+            deltas: Mutex::new(None),
         }
     }
 
@@ -36,9 +40,33 @@ impl Human {
 
     fn redact(&self, text: &str) -> String {
         match self.redactor.get() {
-            Some(r) => r.redact(text),
+            Some(r) => r.redact(text).into_owned(),
             None => text.to_string(),
         }
+    }
+
+    /// Streamed text made safe to show now; `end` releases what is held.
+    fn redact_delta(&self, text: &str, end: bool) -> String {
+        let Some(r) = self.redactor.get() else {
+            return text.to_string();
+        };
+        let mut deltas = self.deltas.lock().unwrap_or_else(|e| e.into_inner());
+        if deltas.is_none() {
+            if end {
+                return r.redact(text).into_owned();
+            }
+            *deltas = TextStream::new(r);
+        }
+        let Some(stream) = deltas.as_mut() else {
+            // Nothing to redact.
+            return text.to_string();
+        };
+        let mut out = stream.push(text);
+        if end {
+            out.push_str(&stream.finish());
+            *deltas = None;
+        }
+        out
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -51,6 +79,7 @@ impl Human {
 
     fn line(&self, text: &str) {
         let mut err = std::io::stderr().lock();
+        let _ = write!(err, "{}", self.redact_delta("", true));
         if let Ok(mut mid) = self.mid_line.lock()
             && *mid
         {
@@ -65,7 +94,7 @@ impl Human {
         match event {
             Event::TextDelta { text } => {
                 let mut err = std::io::stderr().lock();
-                let _ = write!(err, "{}", self.redact(text));
+                let _ = write!(err, "{}", self.redact_delta(text, false));
                 let _ = err.flush();
                 if let Ok(mut mid) = self.mid_line.lock() {
                     *mid = !text.ends_with('\n');
@@ -152,6 +181,7 @@ impl Human {
     /// The conversation prompt, on a line of its own.
     pub fn prompt(&self) {
         let mut err = std::io::stderr().lock();
+        let _ = write!(err, "{}", self.redact_delta("", true));
         if let Ok(mut mid) = self.mid_line.lock()
             && *mid
         {
@@ -181,7 +211,7 @@ pub fn json_line(event: &Event, redactor: &Redactor) {
         return;
     }
     if let Ok(line) = serde_json::to_string(event) {
-        let line = redactor.redact(&line);
+        let line = redactor.redact_json(&line);
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();

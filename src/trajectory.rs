@@ -1,7 +1,8 @@
 //! The run directory: `trajectory.jsonl`, appended and flushed after every
 //! event so that a crash, a limit or Ctrl-C still leaves a complete,
 //! parseable file, and `outputs/` with the full output of each command.
-//! Secrets are redacted from everything written here.
+//! Secrets are redacted from every event line as it is written; command
+//! output is redacted while it streams (see `exec::capture`).
 
 use std::fs::File;
 use std::io::Write;
@@ -10,78 +11,7 @@ use std::sync::Mutex;
 
 use crate::event::Event;
 use crate::hostfs::{HostDir, OutputDir, OutputFile};
-
-/// Replaces known secret values with a marker.
-#[derive(Debug, Clone, Default)]
-pub struct Redactor {
-    secrets: Vec<String>,
-}
-
-/// Secrets shorter than this are not redacted: they would match ordinary text.
-const MIN_SECRET_CHARS: usize = 8;
-/// What a secret becomes.
-pub const REDACTED: &str = "[REDACTED]";
-
-impl Redactor {
-    /// Collects the secret values of the runner's environment: the API keys
-    /// and every variable whose name looks like it holds a credential.
-    pub fn from_env() -> Self {
-        Redactor::from_pairs(std::env::vars())
-    }
-
-    /// Secrets among `(name, value)` pairs: the values of names that look
-    /// like credentials (also used for `--env` pairs given to commands).
-    pub fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> Self {
-        let secrets = pairs
-            .into_iter()
-            .filter(|(name, _)| {
-                let upper = name.to_ascii_uppercase();
-                ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"]
-                    .iter()
-                    .any(|w| upper.contains(w))
-            })
-            .map(|(_, value)| value)
-            .collect();
-        Redactor::new(secrets)
-    }
-
-    /// Both sets of secrets.
-    pub fn merged(mut self, other: Redactor) -> Self {
-        self.secrets.extend(other.secrets);
-        Redactor::new(self.secrets)
-    }
-
-    pub fn new(secrets: Vec<String>) -> Self {
-        let mut secrets: Vec<String> = secrets
-            .into_iter()
-            .filter(|s| s.chars().count() >= MIN_SECRET_CHARS)
-            .collect();
-        // Longest first, so a secret containing another is replaced whole.
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
-        Redactor { secrets }
-    }
-
-    pub fn secrets(&self) -> &[String] {
-        &self.secrets
-    }
-
-    pub fn redact(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        for s in &self.secrets {
-            if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), REDACTED);
-            }
-            // Secrets also appear JSON-escaped in serialized events.
-            let escaped = serde_json::to_string(s).unwrap_or_default();
-            let escaped = escaped.trim_matches('"');
-            if escaped != s && out.contains(escaped) {
-                out = out.replace(escaped, REDACTED);
-            }
-        }
-        out
-    }
-}
+use crate::redact::Redactor;
 
 /// An open run directory. Every file in it is created through directory
 /// handles that never follow links ([`crate::hostfs`]).
@@ -164,7 +94,7 @@ impl RunDir {
             return;
         }
         let line = match serde_json::to_string(event) {
-            Ok(l) => self.redactor.redact(&l),
+            Ok(l) => self.redactor.redact_json(&l).into_owned(),
             Err(e) => {
                 tracing::warn!("cannot serialize an event: {e}");
                 return;
@@ -173,36 +103,6 @@ impl RunDir {
         let mut f = self.file.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = writeln!(f, "{line}").and_then(|_| f.flush()) {
             tracing::warn!("cannot append to {}: {e}", self.trajectory_path().display());
-        }
-    }
-
-    /// Redacts the full-output files written during the run, in place.
-    /// Output is streamed to disk while the command runs; this makes sure a
-    /// secret never stays in them.
-    pub fn redact_outputs(&self) {
-        if self.redactor.secrets.is_empty() {
-            return;
-        }
-        let Ok(entries) = std::fs::read_dir(self.outputs_dir()) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let Ok(meta) = entry.path().symlink_metadata() else {
-                continue;
-            };
-            if !meta.is_file() {
-                continue;
-            }
-            let Ok(bytes) = std::fs::read(entry.path()) else {
-                continue;
-            };
-            let text = String::from_utf8_lossy(&bytes);
-            let redacted = self.redactor.redact(&text);
-            if redacted != text
-                && let Err(e) = std::fs::write(entry.path(), redacted)
-            {
-                tracing::warn!("cannot redact {}: {e}", entry.path().display());
-            }
         }
     }
 }
@@ -220,36 +120,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn redacts_plain_and_escaped_secrets_but_not_short_ones() {
-        let r = Redactor::new(vec![
-            "sk-ant-123456789".into(),
-            "short".into(),
-            "a\"quoted\"key".into(),
-        ]);
-        assert_eq!(r.redact("key=sk-ant-123456789."), "key=[REDACTED].");
-        assert_eq!(r.redact("short stays"), "short stays");
-        let json = serde_json::to_string("x a\"quoted\"key y").expect("serializes");
-        assert!(!r.redact(&json).contains("quoted"));
-    }
-
-    #[test]
-    fn credential_looking_names_are_secrets() {
-        let r = Redactor::from_pairs([
-            ("GITHUB_TOKEN".to_string(), "ghp-1234567890".to_string()),
-            ("LANG".to_string(), "C.UTF-8-long-enough".to_string()),
-        ]);
-        assert_eq!(
-            r.redact("ghp-1234567890 C.UTF-8-long-enough"),
-            "[REDACTED] C.UTF-8-long-enough"
-        );
-    }
-
-    #[test]
     fn every_event_is_a_line_and_deltas_are_skipped() {
         let dir = tempfile::tempdir().expect("tempdir");
         let rd = RunDir::create(
             &dir.path().join("r"),
-            Redactor::new(vec!["supersecret-value".into()]),
+            Redactor::new(vec!["supersecret-value".into()]).expect("builds"),
             DEFAULT_OUTPUT_BUDGET_BYTES,
         )
         .expect("creates");

@@ -292,7 +292,8 @@ async fn full_output_file_gets_all_bytes_up_to_the_cap() {
 #[tokio::test]
 async fn secrets_are_redacted_from_output() {
     let dir = tempfile::tempdir().unwrap();
-    let exec = executor(&dir).with_redactions(vec!["hunter2".into()]);
+    let redactor = runner::redact::Redactor::new(vec!["hunter2".into()]).unwrap();
+    let exec = executor(&dir).with_redactor(redactor);
     let out = exec.execute(request("echo pw=hunter2", 5.0)).await.unwrap();
     assert_eq!(out.output, "pw=[REDACTED]\n");
 }

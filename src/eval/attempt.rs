@@ -18,8 +18,9 @@ use crate::config::Config;
 use crate::event::{Event, Outcome};
 use crate::exec::Executor;
 use crate::exec::docker::{DockerConfig, DockerExecutor, seed_workspace};
+use crate::redact::Redactor;
 use crate::render::Human;
-use crate::trajectory::{Redactor, RunDir};
+use crate::trajectory::RunDir;
 use crate::workspace::Workspace;
 
 /// Marks an oracle failure that is not the solution's own (sandbox, Docker,
@@ -45,6 +46,8 @@ pub struct AttemptCtx {
     pub disk_bytes: Option<u64>,
     pub suite_id: String,
     pub human: Human,
+    /// The suite's secrets, redacted from every sink of every attempt.
+    pub redactor: Redactor,
 }
 
 /// Runs one attempt; never fails: every problem becomes a recorded outcome.
@@ -79,7 +82,7 @@ pub async fn run(
     };
     rec.image = Some(image.clone());
     let budget = ctx.disk_bytes.unwrap_or(u64::MAX);
-    let run_dir = match RunDir::create(&run_path, Redactor::from_env(), budget) {
+    let run_dir = match RunDir::create(&run_path, ctx.redactor.clone(), budget) {
         Ok(d) => d,
         Err(e) => return finish(infra(rec, e.to_string()), started),
     };
@@ -122,7 +125,7 @@ pub async fn run(
     // The agent works in the image's working directory, as Harbor's agents do.
     let docker_cfg = DockerConfig {
         workdir: workdir.clone(),
-        ..docker_config(&config, &workspace, &run_id)
+        ..docker_config(&config, &workspace, &run_id, &ctx.redactor)
     };
     let executor: Arc<dyn Executor> = match DockerExecutor::start(docker_cfg).await {
         Ok(x) => Arc::new(x),
@@ -175,7 +178,6 @@ pub async fn run(
         error: end.error.clone(),
         final_text: end.final_text.clone(),
     });
-    run_dir.redact_outputs();
     // The sandbox goes (and its processes with it) before grading starts.
     if let Err(e) = executor.shutdown().await {
         return finish(
@@ -215,6 +217,7 @@ pub async fn run(
             network: config_network(&config),
             run_id: format!("{run_id}-verify"),
             run_dir: &run_dir,
+            redactor: &ctx.redactor,
         },
         cancel,
     )

@@ -44,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use super::task::Task;
 use crate::exec::docker::{DockerConfig, DockerExecutor, WorkspaceMode};
 use crate::exec::{ExecError, ExecOutput, ExecRequest, Executor};
+use crate::redact::Redactor;
 use crate::trajectory::RunDir;
 
 /// The verifier's PATH, whatever the image or the agent set.
@@ -93,6 +94,8 @@ pub struct GradeSpec<'a> {
     /// The attempt's run directory: `verifier.log` and `verifier-links.log`
     /// are written there.
     pub run_dir: &'a RunDir,
+    /// Secrets kept out of verifier.log and the verifier's messages.
+    pub redactor: &'a Redactor,
 }
 
 /// Runs tests/test.sh on a copy of `workspace` in a fresh container and
@@ -139,6 +142,7 @@ pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Ve
         // then cannot touch /tests or /logs.
         cap_add: vec!["SETUID".into(), "SETGID".into()],
         env,
+        redactor: spec.redactor.clone(),
         run_id: spec.run_id.clone(),
         max_run_time: timeout + Duration::from_secs(300),
         ..DockerConfig::default()

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::{EvalArgs, ExecutorKind, Network, RunArgs, WorkspaceMode};
 use crate::config::{Config, ConfigError};
+use crate::redact::Redactor;
 use crate::render::Human;
 use attempt::AttemptCtx;
 use outcome::{Attempt, Status};
@@ -42,6 +43,8 @@ pub enum EvalError {
     Config(#[from] ConfigError),
     #[error("{0}")]
     Model(#[from] crate::model::ModelError),
+    #[error("{0}")]
+    Redact(#[from] crate::redact::RedactError),
     #[error("--{flag} {detail}")]
     Flag { flag: &'static str, detail: String },
     #[error("cannot write {path}: {source}")]
@@ -121,6 +124,10 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
     let cancel = CancellationToken::new();
     crate::app::spawn_signal_watch(cancel.clone());
 
+    // One redactor for the whole suite, built as a run builds its own: the
+    // --env pairs are the same for every attempt.
+    let human = Human::new();
+    let redactor = crate::app::run_redactor(&probe, &human)?;
     let ctx = Arc::new(AttemptCtx {
         agent: args.agent_kind,
         base,
@@ -131,7 +138,8 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
         allow_internet: args.allow_internet,
         disk_bytes: probe.sandbox.disk_bytes,
         suite_id: suite_id.clone(),
-        human: Human::new(),
+        human,
+        redactor: redactor.clone(),
     });
     let total = tasks.len() * args.attempts as usize;
     let bar = progress_bar(total as u64);
@@ -140,7 +148,7 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
 
     let elapsed = started.elapsed();
     let (task_sums, totals) = report::summarize(&attempts, args.attempts, elapsed);
-    eprint!("{}", report::table(&attempts, &totals));
+    eprint!("{}", redactor.redact(&report::table(&attempts, &totals)));
     let meta = serde_json::json!({
         "id": suite_id,
         "agent": args.agent_kind.as_str(),
@@ -153,7 +161,9 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
         "interrupted": cancel.is_cancelled(),
         "started_at": chrono::Local::now() - chrono::Duration::from_std(elapsed).unwrap_or_default(),
     });
-    write_reports(&args, &attempts, &task_sums, &totals, meta, elapsed)?;
+    write_reports(
+        &args, &attempts, &task_sums, &totals, meta, elapsed, &redactor,
+    )?;
     eprintln!("runs: {}", out_dir.display());
 
     Ok(if cancel.is_cancelled() {
@@ -233,7 +243,7 @@ fn progress_bar(len: u64) -> ProgressBar {
 
 /// One line per finished attempt: through the bar on a terminal, plain
 /// otherwise (CI logs).
-fn announce(bar: &ProgressBar, a: &Attempt, done: usize, total: usize) {
+fn announce(bar: &ProgressBar, a: &Attempt, done: usize, total: usize, redactor: &Redactor) {
     let line = format!(
         "[{done}/{total}] {}#{} {} reward {} in {:.1}s",
         a.task,
@@ -242,6 +252,7 @@ fn announce(bar: &ProgressBar, a: &Attempt, done: usize, total: usize) {
         a.reward.map_or("-".into(), |r| format!("{r:.2}")),
         a.phases.total_ms as f64 / 1000.0
     );
+    let line = redactor.redact(&line);
     if bar.is_hidden() {
         eprintln!("{line}");
     } else {
@@ -318,8 +329,11 @@ async fn run_all(
                 } else {
                     a
                 };
+                // Its errors may quote a command's output or a reward file:
+                // every report is made from the redacted record.
+                let a = a.redacted(&ctx.redactor);
                 let d = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-                announce(&bar, &a, d, total);
+                announce(&bar, &a, d, total, &ctx.redactor);
                 a
             });
             handles.push((name, n, path, handle));
@@ -347,6 +361,7 @@ fn write_reports(
     totals: &report::Totals,
     meta: serde_json::Value,
     elapsed: std::time::Duration,
+    redactor: &Redactor,
 ) -> Result<(), EvalError> {
     // Every report is attempted even when an earlier one fails; the first
     // failure is returned at the end.
@@ -364,14 +379,18 @@ fn write_reports(
     if let Some(p) = &args.json {
         let v = report::json_report(attempts, tasks, totals, meta);
         let text = serde_json::to_string_pretty(&v).map_err(std::io::Error::other);
-        wrote(p, text.and_then(|t| report::write(p, &t)));
+        wrote(
+            p,
+            text.and_then(|t| report::write(p, &redactor.redact_json(&t))),
+        );
     }
     if let Some(p) = &args.junit {
         let xml = report::junit(attempts, elapsed).map_err(std::io::Error::other);
-        wrote(p, xml.and_then(|x| report::write(p, &x)));
+        wrote(p, xml.and_then(|x| report::write(p, &redactor.redact(&x))));
     }
     let title = format!("runner eval ({})", args.agent_kind.as_str());
     let md = report::markdown(attempts, totals, &title);
+    let md = redactor.redact(&md);
     if let Some(p) = &args.summary {
         wrote(p, report::write(p, &md));
     }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::model::Usage;
+use crate::redact::Redactor;
 
 /// The verdict of an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -105,5 +106,15 @@ impl Attempt {
             trajectory: None,
             verifier_log: None,
         }
+    }
+
+    /// The record with secrets replaced in its free-text fields (the
+    /// failure and error messages, which may quote a command's output or a
+    /// reward file).
+    pub fn redacted(mut self, redactor: &Redactor) -> Attempt {
+        for text in [&mut self.failure, &mut self.error].into_iter().flatten() {
+            *text = redactor.redact(text).into_owned();
+        }
+        self
     }
 }

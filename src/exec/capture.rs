@@ -3,9 +3,11 @@
 //! A [`Capture`] is fed the interleaved output of one command chunk by chunk.
 //! It keeps the first half of its budget (head) and a ring of the last half
 //! (tail), counts every byte, and can stream everything to the run's
-//! full-output file up to [`MAX_FULL_OUTPUT_BYTES`]. Secrets can be replaced by
-//! [`REDACTED`] on both paths. [`truncate_middle`] applies the same head + tail
-//! elision to text already in memory.
+//! full-output file up to [`MAX_FULL_OUTPUT_BYTES`]. Secrets are redacted on
+//! the stream before either path sees a byte, so the file keeps exactly
+//! what the command wrote (binary included) minus the secrets.
+//! [`truncate_middle`] applies the same head + tail elision to text already
+//! in memory.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -13,13 +15,11 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::hostfs::OutputFile;
+use crate::redact::{Redactor, StreamRedactor};
 
 /// Cap on the full-output file of one command (64 MiB); past it the file gets
 /// a one-line marker instead of more bytes.
 pub const MAX_FULL_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
-
-/// What a secret is replaced with, in the returned text and in the file.
-pub const REDACTED: &str = "[REDACTED]";
 
 /// The line put where bytes were elided:
 /// `\n[... {omitted} bytes omitted of {total} total ...]\n`.
@@ -61,7 +61,7 @@ pub struct Capture {
     /// Bytes of the (redacted) stream that went to neither head nor tail.
     dropped: u64,
     bytes_seen: u64,
-    redactor: Option<Redactor>,
+    redactor: Option<StreamRedactor>,
     file: Option<FullOutput>,
 }
 
@@ -84,11 +84,13 @@ impl Capture {
 
     /// Also streams every byte to `path` (created or truncated), up to
     /// [`MAX_FULL_OUTPUT_BYTES`].
+    #[cfg(test)]
     pub fn with_full_output(self, path: &Path) -> io::Result<Capture> {
         self.with_full_output_capped(path, MAX_FULL_OUTPUT_BYTES)
     }
 
     /// Like [`Capture::with_full_output`] with an explicit cap in bytes.
+    #[cfg(test)]
     pub fn with_full_output_capped(mut self, path: &Path, cap: u64) -> io::Result<Capture> {
         let file = File::create(path).map_err(|e| with_path(e, "creating", path))?;
         self.file = Some(FullOutput::new(path.to_path_buf(), file, cap, None));
@@ -110,11 +112,10 @@ impl Capture {
         Ok(self)
     }
 
-    /// Replaces each of `secrets` (empty ones ignored) with [`REDACTED`] in
-    /// the returned text and the full-output file, even when a secret is
-    /// split across chunks. Matching is leftmost, longest first.
-    pub fn with_redactions(mut self, secrets: &[String]) -> Capture {
-        self.redactor = Redactor::new(secrets);
+    /// Replaces `redactor`'s secrets with `[REDACTED]` in the returned text
+    /// and the full-output file, even when a secret is split across chunks.
+    pub fn with_redactor(mut self, redactor: &Redactor) -> Capture {
+        self.redactor = redactor.stream();
         self
     }
 
@@ -141,7 +142,7 @@ impl Capture {
     /// the number of bytes seen.
     pub fn finish(mut self) -> io::Result<(String, u64)> {
         if let Some(mut redactor) = self.redactor.take() {
-            let rest = redactor.flush();
+            let rest = redactor.finish();
             self.keep(&rest)?;
         }
         if let Some(file) = self.file.take() {
@@ -288,80 +289,6 @@ impl FullOutput {
         self.out
             .flush()
             .map_err(|e| with_path(e, "flushing", &self.path))
-    }
-}
-
-/// Streaming secret replacement. Holds back up to `longest - 1` bytes so a
-/// secret split across two chunks is still caught.
-#[derive(Debug)]
-struct Redactor {
-    /// Non-empty, longest first, so the longest match at a position wins.
-    secrets: Vec<Vec<u8>>,
-    /// Quick filter: bytes that start some secret.
-    starts: [bool; 256],
-    longest: usize,
-    pending: Vec<u8>,
-}
-
-impl Redactor {
-    fn new(secrets: &[String]) -> Option<Redactor> {
-        let mut list: Vec<Vec<u8>> = secrets
-            .iter()
-            .filter(|s| !s.is_empty())
-            .map(|s| s.as_bytes().to_vec())
-            .collect();
-        list.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        list.dedup();
-        let longest = list.first()?.len();
-        let mut starts = [false; 256];
-        for s in &list {
-            starts[s[0] as usize] = true;
-        }
-        Some(Redactor {
-            secrets: list,
-            starts,
-            longest,
-            pending: Vec::new(),
-        })
-    }
-
-    /// Redacts what can be decided now and returns it.
-    fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
-        self.pending.extend_from_slice(chunk);
-        // A match starting before `limit` is fully visible; later positions
-        // wait for the next chunk.
-        let limit = self.pending.len().saturating_sub(self.longest - 1);
-        self.scan(limit)
-    }
-
-    /// End of stream: redacts and returns everything held back.
-    fn flush(&mut self) -> Vec<u8> {
-        self.scan(self.pending.len())
-    }
-
-    fn scan(&mut self, limit: usize) -> Vec<u8> {
-        let buf = &self.pending;
-        let mut out = Vec::with_capacity(limit);
-        let (mut i, mut copied) = (0, 0);
-        while i < limit {
-            let hit = if self.starts[buf[i] as usize] {
-                self.secrets.iter().find(|s| buf[i..].starts_with(s))
-            } else {
-                None
-            };
-            match hit {
-                Some(secret) => {
-                    out.extend_from_slice(&buf[copied..i]);
-                    out.extend_from_slice(REDACTED.as_bytes());
-                    i += secret.len();
-                    copied = i;
-                }
-                None => i += 1,
-            }
-        }
-        out.extend_from_slice(&buf[copied..i]);
-        self.pending.drain(..i);
-        out
     }
 }
 

@@ -30,6 +30,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::capture::Capture;
 use super::{ExecError, ExecOutput, ExecRequest, Executor};
+use crate::redact::Redactor;
 
 /// Variables of the runner's environment a command may see; everything else
 /// (API keys above all) is dropped.
@@ -63,7 +64,7 @@ pub struct LocalExecutor {
     workdir: PathBuf,
     shell: PathBuf,
     env: Vec<(OsString, OsString)>,
-    redactions: Vec<String>,
+    redactor: Redactor,
     /// Sessions (= process groups) of commands still running, for `shutdown`.
     live: Arc<Mutex<HashSet<i32>>>,
     closed: AtomicBool,
@@ -83,15 +84,16 @@ impl LocalExecutor {
             workdir: config.workdir,
             shell: find_shell(path),
             env,
-            redactions: Vec::new(),
+            redactor: Redactor::default(),
             live: Arc::default(),
             closed: AtomicBool::new(false),
         }
     }
 
-    /// Replaces these strings with `[REDACTED]` in every command's output.
-    pub fn with_redactions(mut self, secrets: Vec<String>) -> LocalExecutor {
-        self.redactions = secrets;
+    /// Redacts these secrets from every command's output (the returned
+    /// text and the full-output file), while it streams.
+    pub fn with_redactor(mut self, redactor: Redactor) -> LocalExecutor {
+        self.redactor = redactor;
         self
     }
 
@@ -327,7 +329,7 @@ impl Executor for LocalExecutor {
             ));
         }
         let started = Instant::now();
-        let mut capture = Capture::new(req.max_output_bytes).with_redactions(&self.redactions);
+        let mut capture = Capture::new(req.max_output_bytes).with_redactor(&self.redactor);
         if let Some(file) = &req.full_output {
             capture = capture.with_output_file(file)?;
         }

@@ -40,7 +40,8 @@ pub struct ExecRequest {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ExecOutput {
     /// stdout and stderr interleaved, head + tail with a marker stating how
-    /// many bytes were left out; non-UTF-8 decoded lossily.
+    /// many bytes were left out; non-UTF-8 decoded lossily; the executor's
+    /// secrets redacted.
     pub output: String,
     /// Exit code; `None` when killed by a signal or a timeout.
     pub exit_code: Option<i32>,

@@ -5,6 +5,13 @@
 #[path = "../util/mod.rs"]
 mod util;
 
+#[path = "../common/mod.rs"]
+mod common;
+
+#[path = "../eval/common.rs"]
+mod eval_common;
+
 mod disk;
+mod redaction;
 mod rundir;
 mod workspace;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::exec::ExecError;
+use crate::redact::Redactor;
 
 /// Default image: the tiny one built by `sandbox/build-tiny.sh`.
 pub const DEFAULT_IMAGE: &str = "runner-sandbox:tiny";
@@ -114,10 +115,13 @@ pub struct DockerConfig {
     /// image's /workspace, so the container sees exactly the uploaded tree
     /// (a verifier must not see files the agent deleted come back).
     pub volume_no_copy: bool,
-    /// The only environment the container gets (on top of the image's);
-    /// the runner's own environment is never inherited. HOME is
-    /// [`SANDBOX_HOME`] unless set here.
+    /// The only environment commands get (on top of the image's); the
+    /// runner's own environment is never inherited. It is passed with each
+    /// command's exec, never in the container's configuration, so `docker
+    /// inspect` does not show it. HOME is [`SANDBOX_HOME`] unless set here.
     pub env: Vec<(String, String)>,
+    /// Secrets to redact from every command's output while it streams.
+    pub redactor: Redactor,
     /// Identifies the run in labels and container names.
     pub run_id: String,
     /// Extra labels (the `runner.*` ones are always set and win).
@@ -146,6 +150,7 @@ impl Default for DockerConfig {
             cap_add: Vec::new(),
             volume_no_copy: false,
             env: Vec::new(),
+            redactor: Redactor::default(),
             run_id: "run".to_string(),
             labels: Vec::new(),
             ulimits: Ulimits::default(),

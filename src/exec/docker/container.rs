@@ -173,7 +173,10 @@ pub fn spec(cfg: &DockerConfig, user: &str, mount: &WorkspaceMount<'_>) -> Conta
         cmd: Some(vec![idle_secs.to_string()]),
         user: Some("0:0".into()),
         working_dir: Some(cfg.workdir.clone()),
-        env: Some(container_env(&cfg.env)),
+        // Only HOME: the command environment (`cfg.env`, which may hold
+        // credentials) goes with each exec, where `docker inspect` of the
+        // container does not show it.
+        env: Some(vec![format!("HOME={SANDBOX_HOME}")]),
         labels: Some(labels(cfg)),
         network_disabled: Some(cfg.network.is_none()),
         host_config: Some(host_config),
@@ -181,15 +184,10 @@ pub fn spec(cfg: &DockerConfig, user: &str, mount: &WorkspaceMount<'_>) -> Conta
     }
 }
 
-/// The container's environment: `HOME` is the sandbox's own unless `env`
-/// sets it, then `env` in order.
-fn container_env(env: &[(String, String)]) -> Vec<String> {
-    let mut out = Vec::with_capacity(env.len() + 1);
-    if !env.iter().any(|(k, _)| k == "HOME") {
-        out.push(format!("HOME={SANDBOX_HOME}"));
-    }
-    out.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
-    out
+/// The environment of each command's exec: `env` in order (a HOME in it
+/// overrides the container's).
+pub fn exec_env(env: &[(String, String)]) -> Vec<String> {
+    env.iter().map(|(k, v)| format!("{k}={v}")).collect()
 }
 
 /// Container names must be unique; the run id plus randomness is.
@@ -301,21 +299,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn home_is_a_tmpfs_owned_by_the_command_user() {
+    fn home_is_a_tmpfs_owned_by_the_command_user_and_env_stays_out_of_the_spec() {
         let cfg = DockerConfig {
-            env: vec![("LANG".into(), "C.UTF-8".into())],
+            env: vec![
+                ("LANG".into(), "C.UTF-8".into()),
+                ("DEPLOY_TOKEN".into(), "dt-secret".into()),
+            ],
             ..Default::default()
         };
         let body = spec(&cfg, "1234:5678", &WorkspaceMount::None);
         let env = body.env.unwrap_or_default();
-        assert_eq!(env, [format!("HOME={SANDBOX_HOME}"), "LANG=C.UTF-8".into()]);
+        assert_eq!(env, [format!("HOME={SANDBOX_HOME}")]);
         let tmpfs = body.host_config.and_then(|h| h.tmpfs).unwrap_or_default();
         let home = tmpfs.get(SANDBOX_HOME).cloned().unwrap_or_default();
         assert!(home.contains("uid=1234,gid=5678,mode=700"), "{home}");
-        // An explicit HOME wins.
         assert_eq!(
-            container_env(&[("HOME".into(), "/x".into())]),
-            ["HOME=/x".to_string()]
+            exec_env(&cfg.env),
+            ["LANG=C.UTF-8".to_string(), "DEPLOY_TOKEN=dt-secret".into()]
         );
     }
 }

@@ -31,6 +31,7 @@ pub use seed::{Seeded, seed_workspace};
 
 use super::disk::Disk;
 use super::{ExecError, ExecOutput, ExecRequest, Executor};
+use crate::redact::Redactor;
 use client::{CALL_TIMEOUT, call, short};
 use config::{numeric_user, user_is_root};
 use container::WorkspaceMount;
@@ -75,6 +76,9 @@ pub struct DockerExecutor {
     workspace: Option<Workspace>,
     /// Bytes the workspace may hold; `None`: unbounded.
     disk_bytes: Option<u64>,
+    /// The command environment (`K=V`), passed with each exec.
+    env: Vec<String>,
+    redactor: Redactor,
     /// OOM kills already accounted for; the lock also keeps commands
     /// sequential, which the kill protocol relies on.
     oom_seen: tokio::sync::Mutex<Option<u64>>,
@@ -190,6 +194,8 @@ impl DockerExecutor {
             loosenings,
             workspace,
             disk_bytes: cfg.disk_bytes,
+            env: container::exec_env(&cfg.env),
+            redactor: cfg.redactor.clone(),
             oom_seen: tokio::sync::Mutex::new(None),
             finishing: tokio::sync::Mutex::new(()),
             removed: AtomicBool::new(false),
@@ -415,6 +421,8 @@ impl Executor for DockerExecutor {
             memory_bytes: self.memory_bytes,
             pids_limit: self.pids_limit,
             workdir: &self.workdir,
+            env: &self.env,
+            redactor: &self.redactor,
         };
         run::run(&target, &req, &mut oom_seen).await
     }

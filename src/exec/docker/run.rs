@@ -13,6 +13,7 @@ use super::container::death_reason;
 use super::kill::{kill_command_processes, oom_kill_count, wait_exit};
 use crate::exec::capture::Capture;
 use crate::exec::{ExecError, ExecOutput, ExecRequest};
+use crate::redact::Redactor;
 
 /// How often the exec's state is polled while its output is open.
 const POLL_INTERVAL: Duration = Duration::from_millis(200);
@@ -32,6 +33,10 @@ pub struct Target<'a> {
     pub pids_limit: i64,
     /// Where commands start.
     pub workdir: &'a str,
+    /// The command environment (`K=V`), given to each exec.
+    pub env: &'a [String],
+    /// Secrets redacted from the output while it streams.
+    pub redactor: &'a Redactor,
 }
 
 /// Why the wait for a command ended.
@@ -70,7 +75,7 @@ pub async fn run(
     oom_seen: &mut Option<u64>,
 ) -> Result<ExecOutput, ExecError> {
     let started = Instant::now();
-    let mut cap = Capture::new(req.max_output_bytes);
+    let mut cap = Capture::new(req.max_output_bytes).with_redactor(t.redactor);
     if let Some(file) = &req.full_output {
         cap = cap.with_output_file(file)?;
     }
@@ -89,6 +94,7 @@ pub async fn run(
                 attach_stderr: Some(true),
                 user: Some(t.user),
                 working_dir: Some(t.workdir),
+                env: Some(t.env.iter().map(String::as_str).collect()),
                 ..Default::default()
             },
         ),
