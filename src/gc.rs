@@ -13,12 +13,13 @@ pub async fn run() -> i32 {
             return 2;
         }
     };
-    let disks = docker::recover_disks().await;
-    for ws in &disks.restored {
-        println!("gave a dead run's work back to {}", ws.display());
-    }
     match docker::gc(&client).await {
         Ok(report) => {
+            // After the sandboxes are gone, their work can come back.
+            let disks = docker::recover_disks(&client).await;
+            for ws in &disks.restored {
+                println!("gave a dead run's work back to {}", ws.display());
+            }
             for c in &report.containers_removed {
                 println!("removed container {c}");
             }

@@ -285,8 +285,10 @@ pub struct Recovered {
 
 /// Finds disks whose runner died (SIGKILL, crash), copies their work back
 /// into the run's workspace when it still exists, and removes them. Disks
-/// of live runners on this host are never touched.
-pub fn recover_abandoned() -> Recovered {
+/// of live runners on this host are never touched, nor those for which
+/// `in_use(run_id)` says a sandbox of that run still exists (its work may
+/// still be changing).
+pub fn recover_abandoned(in_use: &dyn Fn(&str) -> bool) -> Recovered {
     let mut out = Recovered::default();
     if !Disk::supported() {
         return out;
@@ -313,7 +315,7 @@ pub fn recover_abandoned() -> Recovered {
         else {
             continue;
         };
-        if liveness::is_alive(state.pid, state.start.as_deref()) {
+        if liveness::is_alive(state.pid, state.start.as_deref()) || in_use(&state.run_id) {
             continue;
         }
         match recover_one(&dir, state) {

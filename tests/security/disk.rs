@@ -173,3 +173,59 @@ fn a_bad_disk_size_is_a_usage_error() {
         assert!(ran.stderr().contains("--disk"), "{}", ran.explain());
     }
 }
+
+/// A runner killed with SIGKILL cannot copy the work back itself: the disk
+/// stays mounted with the work in it, and `runner gc` (like the next run's
+/// start) gives it back to the workspace and removes the disk.
+#[test]
+fn the_work_of_a_sigkilled_run_comes_back_with_gc() {
+    let ws = Dir::new();
+    let home = Dir::new();
+    ws.write("start.txt", "seed\n");
+    let turns = serde_json::json!({"turns": [
+        {"tool_calls": [{"name": "bash", "input": {"command": "echo progress > progress.txt; rm start.txt; sleep 60"}}]},
+        {"text": "done"}
+    ]});
+    let script = home.write("s.json", &turns.to_string());
+    let mut cmd = ws.scripted(&script.display().to_string());
+    cmd.env("HOME", home.path())
+        .args(Exec::Docker.args())
+        .args(["--workspace", ".", "--disk", "64m", "x"]);
+    let mut live = crate::util::Live::spawn(&mut cmd);
+    live.wait_for("tool_call", Duration::from_secs(60));
+    let pid = live.child.id();
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while !disks_of(pid)
+        .iter()
+        .any(|d| d.join("mnt/progress.txt").exists())
+    {
+        assert!(std::time::Instant::now() < until, "the command never wrote");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    live.child.kill().expect("SIGKILL the runner");
+    let _ = live.child.wait();
+    assert!(
+        !ws.path().join("progress.txt").exists(),
+        "came back without gc?"
+    );
+    assert_eq!(disks_of(pid).len(), 1, "the disk holding the work is gone");
+    // Its exit code also speaks of other runs' objects on this engine, so
+    // only what it says of ours is checked.
+    let gc = run(ws.runner().env("HOME", home.path()).arg("gc"));
+    let canon = std::fs::canonicalize(ws.path()).expect("canon");
+    assert!(
+        gc.stdout()
+            .contains(&format!("gave a dead run's work back to {}", canon.display())),
+        "{}",
+        gc.explain()
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("progress.txt")).expect("the work came back"),
+        "progress\n"
+    );
+    assert!(
+        !ws.path().join("start.txt").exists(),
+        "the deletion came back too"
+    );
+    assert!(disks_of(pid).is_empty(), "gc left the disk");
+}

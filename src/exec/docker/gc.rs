@@ -13,7 +13,7 @@ use bollard::query_parameters::{
 use super::client::{CALL_TIMEOUT, call, docker_err, short, status_of};
 use super::container::{
     LABEL_EXPIRES, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START,
-    MANAGED_VALUE, host_name, now_secs, process_start, remove,
+    LABEL_RUN_ID, MANAGED_VALUE, host_name, now_secs, process_start, remove,
 };
 use crate::exec::ExecError;
 
@@ -104,6 +104,31 @@ pub async fn gc(docker: &Docker) -> Result<GcReport, ExecError> {
         }
     }
     Ok(report)
+}
+
+/// Run ids of every runner container on the engine, running or not.
+pub async fn run_ids_with_containers(
+    docker: &Docker,
+) -> Result<std::collections::HashSet<String>, ExecError> {
+    let filter = HashMap::from([(
+        "label".to_string(),
+        vec![format!("{LABEL_MANAGED}={MANAGED_VALUE}")],
+    )]);
+    let opts = ListContainersOptionsBuilder::new()
+        .all(true)
+        .filters(&filter)
+        .build();
+    let containers = call(
+        "list containers",
+        "",
+        CALL_TIMEOUT,
+        docker.list_containers(Some(opts)),
+    )
+    .await?;
+    Ok(containers
+        .into_iter()
+        .filter_map(|c| c.labels?.get(LABEL_RUN_ID).cloned())
+        .collect())
 }
 
 /// Attempts at removing a volume that is still in use.

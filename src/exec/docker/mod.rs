@@ -103,7 +103,7 @@ impl DockerExecutor {
             Ok(_) => {}
             Err(e) => tracing::warn!("gc failed: {e}"),
         }
-        recover_disks().await;
+        recover_disks(&docker).await;
         image::ensure_image(&docker, &cfg.image).await?;
 
         let copy = cfg.workspace.is_some() && cfg.copy_mode(host.as_deref());
@@ -367,10 +367,21 @@ async fn finish_disk(disk: Disk, collect: bool) -> Result<(), ExecError> {
 
 /// Gives dead runs' work back to their workspaces and removes their disks
 /// (see [`crate::exec::disk::recover_abandoned`]).
-pub async fn recover_disks() -> crate::exec::disk::Recovered {
-    let r = tokio::task::spawn_blocking(crate::exec::disk::recover_abandoned)
-        .await
-        .unwrap_or_default();
+pub async fn recover_disks(docker: &Docker) -> crate::exec::disk::Recovered {
+    // Runs that still have a container (a dead runner's sandbox that has
+    // not ended yet) keep their disk until it has.
+    let busy = match gc::run_ids_with_containers(docker).await {
+        Ok(ids) => ids,
+        Err(e) => {
+            tracing::warn!("not recovering workspace disks: {e}");
+            return crate::exec::disk::Recovered::default();
+        }
+    };
+    let r = tokio::task::spawn_blocking(move || {
+        crate::exec::disk::recover_abandoned(&|id| busy.contains(id))
+    })
+    .await
+    .unwrap_or_default();
     for ws in &r.restored {
         tracing::warn!("gave a dead run's work back to {}", ws.display());
     }
