@@ -6,6 +6,8 @@
 
 pub mod agent;
 pub mod app;
+#[cfg(test)]
+mod arbitrary_json;
 pub mod cli;
 pub mod config;
 pub mod eval;
@@ -15,6 +17,7 @@ pub mod gc;
 pub mod model;
 pub mod prompt;
 pub mod render;
+pub mod terminal;
 pub mod tools;
 pub mod trajectory;
 pub mod workspace;
