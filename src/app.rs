@@ -3,10 +3,12 @@
 //! always leaves a complete trajectory.
 
 use std::io::{IsTerminal, Read};
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::FutureExt;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +27,7 @@ use crate::model::scripted::ScriptedModel;
 use crate::model::{Message, Model, ModelError, Usage};
 use crate::redact::{self, RedactError, Redactor};
 use crate::render::{Human, json_line};
+use crate::terminal::visible;
 use crate::tools::Registry;
 use crate::tools::bash::{BashSettings, BashTool};
 use crate::trajectory::{RunDir, RunDirError, new_run_path};
@@ -65,6 +68,7 @@ impl AppError {
     pub fn hint(&self) -> Option<String> {
         Some(match self {
             AppError::Model(e) => return e.hint(),
+            AppError::Config(e) => return e.hint().map(str::to_string),
             AppError::Exec(ExecError::DockerUnavailable { .. }) => {
                 "start the Docker daemon (or set DOCKER_HOST); --executor local runs without a sandbox".into()
             }
@@ -95,11 +99,12 @@ pub async fn run(args: RunArgs) -> i32 {
     }
 }
 
-/// Prints an error and its hint on stderr.
+/// Prints an error and its hint on stderr, made visible (an error can
+/// quote the sandbox, the engine or a file).
 pub fn report_error(e: &AppError) {
-    eprintln!("error: {e}");
+    eprintln!("error: {}", visible(&e.to_string()));
     if let Some(h) = e.hint() {
-        eprintln!("hint: {h}");
+        eprintln!("hint: {}", visible(&h));
     }
 }
 
@@ -339,14 +344,24 @@ async fn converse(
         cost: &cost,
         outputs: Some(run_dir.outputs().clone()),
     };
-    match source {
-        TaskSource::Once(task) => {
-            sink(&Event::UserMessage { text: task.clone() });
-            convo.messages.push(Message::user_text(task));
-            agent.run(convo, sink, cancel).await
+    let looped = async {
+        match source {
+            TaskSource::Once(task) => {
+                sink(&Event::UserMessage { text: task.clone() });
+                convo.messages.push(Message::user_text(task));
+                agent.run(convo, sink, cancel).await
+            }
+            TaskSource::Repl => repl(&agent, convo, sink, cancel, human).await,
         }
-        TaskSource::Repl => repl(&agent, convo, sink, cancel, human).await,
-    }
+    };
+    // A bug that panics in the loop, a tool or a model client ends this run
+    // as an error; the caller still shuts the sandbox down and records
+    // run_finished. Nothing the loop shares is left half-updated in a way
+    // that matters: the conversation is only read for its totals.
+    AssertUnwindSafe(looped)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| RunEnd::from_panic(panic.as_ref()))
 }
 
 /// A multi-turn conversation on a terminal; `exit`, `q`, an empty line or

@@ -61,6 +61,22 @@ pub enum ConfigError {
     Policy(#[from] PolicyError),
     #[error("--price: {0}")]
     BadPrice(#[from] PriceParseError),
+    /// Raising the maximum in silence would hide a typo and run commands
+    /// longer than the user allowed.
+    #[error("--max-command-timeout {max} is lower than --timeout {timeout} (seconds)")]
+    MaxBelowTimeout { timeout: u64, max: u64 },
+}
+
+impl ConfigError {
+    /// What the user can do about it, when there is something to say.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            ConfigError::MaxBelowTimeout { .. } => {
+                Some("raise --max-command-timeout or lower --timeout")
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Container settings the docker executor needs.
@@ -144,6 +160,12 @@ impl Config {
         }
         positive("timeout", a.agent.timeout as f64)?;
         positive("max-command-timeout", a.agent.max_command_timeout as f64)?;
+        if a.agent.max_command_timeout < a.agent.timeout {
+            return Err(ConfigError::MaxBelowTimeout {
+                timeout: a.agent.timeout,
+                max: a.agent.max_command_timeout,
+            });
+        }
         positive("max-steps", a.agent.max_steps as f64)?;
         positive("max-tokens", a.agent.max_tokens as f64)?;
         positive("context-window", a.agent.context_window as f64)?;
@@ -200,9 +222,7 @@ impl Config {
                 disk_bytes: parse_disk(&a.disk)?,
             },
             timeout: Duration::from_secs(a.agent.timeout),
-            max_command_timeout: Duration::from_secs(
-                a.agent.max_command_timeout.max(a.agent.timeout),
-            ),
+            max_command_timeout: Duration::from_secs(a.agent.max_command_timeout),
             max_steps: a.agent.max_steps,
             max_time: a.max_time.map(Duration::from_secs),
             max_cost_usd: a.agent.max_cost,

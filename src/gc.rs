@@ -2,13 +2,14 @@
 //! is gone or whose expiry has passed.
 
 use crate::exec::docker;
+use crate::terminal::visible;
 
 /// Runs the sweep, prints what it removed, and returns the exit code.
 pub async fn run() -> i32 {
     let client = match docker::connect().await {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", visible(&e.to_string()));
             eprintln!("hint: start the Docker daemon, or set DOCKER_HOST");
             return 2;
         }
@@ -21,13 +22,13 @@ pub async fn run() -> i32 {
                 println!("gave a dead run's work back to {}", ws.display());
             }
             for c in &report.containers_removed {
-                println!("removed container {c}");
+                println!("removed container {}", visible(c));
             }
             for v in &report.volumes_removed {
-                println!("removed volume {v}");
+                println!("removed volume {}", visible(v));
             }
             for e in &report.errors {
-                eprintln!("warning: {e}");
+                eprintln!("warning: {}", visible(e));
             }
             eprintln!(
                 "gc: removed {} containers and {} volumes",
@@ -41,7 +42,7 @@ pub async fn run() -> i32 {
             }
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", visible(&e.to_string()));
             2
         }
     }

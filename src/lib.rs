@@ -6,6 +6,8 @@
 
 pub mod agent;
 pub mod app;
+#[cfg(test)]
+mod arbitrary_json;
 pub mod cli;
 pub mod config;
 pub mod eval;
@@ -17,6 +19,7 @@ pub mod model;
 pub mod prompt;
 pub mod redact;
 pub mod render;
+pub mod terminal;
 pub mod tools;
 pub mod trajectory;
 pub mod workspace;

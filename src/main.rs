@@ -8,13 +8,8 @@ use runner::cli::{Cli, Command};
 async fn main() {
     // Precedence: flag > environment > .env (dotenvy never overrides).
     let _ = dotenvy::dotenv();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RUNNER_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    runner::terminal::init_tracing();
+    runner::terminal::install_panic_hook();
     let cli = Cli::parse();
     let code = match cli.command {
         None => runner::app::run(cli.run).await,

@@ -1,10 +1,14 @@
 //! What the user sees: human text on stderr, JSON lines on stdout.
+//! Everything on stderr is redacted and then made visible
+//! ([`crate::terminal::visible`]): command output and model text cannot
+//! drive the terminal.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::sync::Mutex;
 
 use crate::event::{Event, Outcome};
 use crate::redact::{Redactor, TextStream};
+use crate::terminal::{stderr_color, visible};
 
 /// Lines of a command's output shown in human mode (the model sees more).
 const HUMAN_OUTPUT_LINES: usize = 12;
@@ -24,7 +28,7 @@ pub struct Human {
 impl Human {
     /// Colour only on a terminal and when `NO_COLOR` is unset.
     pub fn new() -> Self {
-        let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        let color = stderr_color();
         Human {
             color,
             mid_line: Mutex::new(false),
@@ -38,55 +42,58 @@ impl Human {
         let _ = self.redactor.set(redactor);
     }
 
-    fn redact(&self, text: &str) -> String {
-        match self.redactor.get() {
+    /// `text` redacted and made visible: safe to print.
+    fn safe(&self, text: &str) -> String {
+        let redacted = match self.redactor.get() {
             Some(r) => r.redact(text).into_owned(),
             None => text.to_string(),
-        }
+        };
+        visible(&redacted).into_owned()
     }
 
-    /// Streamed text made safe to show now; `end` releases what is held.
-    fn redact_delta(&self, text: &str, end: bool) -> String {
+    /// Streamed text redacted and made visible, safe to show now; `end`
+    /// releases what is held back.
+    fn safe_delta(&self, text: &str, end: bool) -> String {
         let Some(r) = self.redactor.get() else {
-            return text.to_string();
+            return visible(text).into_owned();
         };
         let mut deltas = self.deltas.lock().unwrap_or_else(|e| e.into_inner());
         if deltas.is_none() {
             if end {
-                return r.redact(text).into_owned();
+                return visible(&r.redact(text)).into_owned();
             }
             *deltas = TextStream::new(r);
         }
         let Some(stream) = deltas.as_mut() else {
             // Nothing to redact.
-            return text.to_string();
+            return visible(text).into_owned();
         };
         let mut out = stream.push(text);
         if end {
             out.push_str(&stream.finish());
             *deltas = None;
         }
-        out
+        visible(&out).into_owned()
     }
 
-    fn paint(&self, code: &str, text: &str) -> String {
-        if self.color {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_string()
-        }
-    }
-
-    fn line(&self, text: &str) {
+    /// Prints `text` (made safe) on a line of its own, in colour `code`
+    /// when colour is on. The colour codes are added after the text is
+    /// made visible: they are runner's own.
+    fn styled_line(&self, code: Option<&str>, text: &str) {
+        let text = self.safe(text);
+        let text = match code {
+            Some(code) if self.color => format!("\x1b[{code}m{text}\x1b[0m"),
+            _ => text,
+        };
         let mut err = std::io::stderr().lock();
-        let _ = write!(err, "{}", self.redact_delta("", true));
+        let _ = write!(err, "{}", self.safe_delta("", true));
         if let Ok(mut mid) = self.mid_line.lock()
             && *mid
         {
             let _ = writeln!(err);
             *mid = false;
         }
-        let _ = writeln!(err, "{}", self.redact(text));
+        let _ = writeln!(err, "{text}");
     }
 
     /// Renders one event.
@@ -94,7 +101,7 @@ impl Human {
         match event {
             Event::TextDelta { text } => {
                 let mut err = std::io::stderr().lock();
-                let _ = write!(err, "{}", self.redact_delta(text, false));
+                let _ = write!(err, "{}", self.safe_delta(text, false));
                 let _ = err.flush();
                 if let Ok(mut mid) = self.mid_line.lock() {
                     *mid = !text.ends_with('\n');
@@ -105,7 +112,7 @@ impl Human {
                     Some(cmd) if name == "bash" => format!("$ {cmd}"),
                     _ => format!("{name} {input}"),
                 };
-                self.line(&self.paint("1;36", &shown));
+                self.styled_line(Some("1;36"), &shown);
             }
             Event::ToolResult { output, .. } => {
                 let lines: Vec<&str> = output.lines().collect();
@@ -127,7 +134,7 @@ impl Human {
                         shown.push_str(&format!("  {l}\n"));
                     }
                 }
-                self.line(&self.paint("2", shown.trim_end()));
+                self.styled_line(Some("2"), shown.trim_end());
             }
             Event::ModelRetry {
                 attempt,
@@ -137,14 +144,14 @@ impl Human {
                 ..
             } => {
                 let status = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
-                self.line(&self.paint(
-                    "33",
+                self.styled_line(
+                    Some("33"),
                     &format!(
                         "retrying model call{status} in {wait_ms} ms, attempt {attempt}: {reason}"
                     ),
-                ));
+                );
             }
-            Event::Notice { message } => self.line(&self.paint("33", &format!("note: {message}"))),
+            Event::Notice { message } => self.styled_line(Some("33"), &format!("note: {message}")),
             Event::RunFinished {
                 outcome,
                 steps,
@@ -155,7 +162,7 @@ impl Human {
                 ..
             } => {
                 if let Some(e) = error {
-                    self.line(&self.paint("1;31", &format!("error: {e}")));
+                    self.styled_line(Some("1;31"), &format!("error: {e}"));
                 }
                 let summary = format!(
                     "{} after {steps} steps in {:.1}s, ${cost_usd:.4} (tokens in {} / out {})",
@@ -169,7 +176,7 @@ impl Human {
                 } else {
                     "31"
                 };
-                self.line(&self.paint(code, &summary));
+                self.styled_line(Some(code), &summary);
             }
             Event::RunStarted { .. }
             | Event::UserMessage { .. }
@@ -181,7 +188,7 @@ impl Human {
     /// The conversation prompt, on a line of its own.
     pub fn prompt(&self) {
         let mut err = std::io::stderr().lock();
-        let _ = write!(err, "{}", self.redact_delta("", true));
+        let _ = write!(err, "{}", self.safe_delta("", true));
         if let Ok(mut mid) = self.mid_line.lock()
             && *mid
         {
@@ -192,9 +199,10 @@ impl Human {
         let _ = err.flush();
     }
 
-    /// A line of the runner's own (warnings, where files went).
+    /// A line of the runner's own (warnings, where files went), made safe:
+    /// it may quote paths, names or errors from the sandbox.
     pub fn say(&self, text: &str) {
-        self.line(text);
+        self.styled_line(None, text);
     }
 }
 

@@ -36,11 +36,11 @@ pub fn fit(
     tools_bytes: usize,
     window_tokens: u64,
 ) -> usize {
-    let high = window_tokens * ELIDE_ABOVE_PERCENT / 100;
+    let high = window_tokens.saturating_mul(ELIDE_ABOVE_PERCENT) / 100;
     if estimate_tokens(system, messages, tools_bytes) <= high {
         return 0;
     }
-    let low = window_tokens * ELIDE_TO_PERCENT / 100;
+    let low = window_tokens.saturating_mul(ELIDE_TO_PERCENT) / 100;
     elide_oldest(messages, |msgs| {
         estimate_tokens(system, msgs, tools_bytes) <= low
     })

@@ -88,6 +88,19 @@ impl RunEnd {
         }
     }
 
+    /// A panic caught around the loop: a bug in runner, ended as an error
+    /// so the run still finishes and records `run_finished`.
+    pub fn from_panic(payload: &(dyn std::any::Any + Send)) -> Self {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        RunEnd::error(format!(
+            "internal error: {what} (a bug in runner; please report it)"
+        ))
+    }
+
     fn model_error(e: &ModelError) -> Self {
         RunEnd {
             hint: e.hint(),

@@ -2,10 +2,12 @@
 //! agent (model, oracle or nop) in its own sandbox under the task's agent
 //! timeout, remove that sandbox, then grade in a fresh one.
 
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use super::grade::{GradeError, GradeSpec, grade};
@@ -135,7 +137,10 @@ pub async fn run(
     let agent_start = Instant::now();
     let agent_cancel = cancel.child_token();
     let timeout = Duration::from_secs_f64(task.agent_timeout_secs);
-    let phase = agent_phase(
+    // A bug that panics in the agent phase (oracle included) is this
+    // attempt's error: its sandbox is still removed and its trajectory
+    // still ends with run_finished.
+    let phase = AssertUnwindSafe(agent_phase(
         ctx,
         &config,
         &task,
@@ -143,7 +148,11 @@ pub async fn run(
         &run_dir,
         &sink,
         &agent_cancel,
-    );
+    ))
+    .catch_unwind()
+    .map(|r| {
+        r.unwrap_or_else(|panic| (RunEnd::from_panic(panic.as_ref()), Conversation::default()))
+    });
     tokio::pin!(phase);
     let mut timed_out = false;
     let (end, convo) = tokio::select! {

@@ -26,6 +26,7 @@ use crate::cli::{EvalArgs, ExecutorKind, Network, RunArgs, WorkspaceMode};
 use crate::config::{Config, ConfigError};
 use crate::redact::Redactor;
 use crate::render::Human;
+use crate::terminal::visible;
 use attempt::AttemptCtx;
 use outcome::{Attempt, Status};
 use task::{Task, TaskError};
@@ -66,6 +67,7 @@ impl EvalError {
             EvalError::Config(ConfigError::MissingScript) => {
                 Some("or use --agent oracle / --agent nop, which need no model")
             }
+            EvalError::Config(e) => e.hint(),
             EvalError::Model(crate::model::ModelError::MissingKey { .. }) => Some(
                 "export the provider's API key, or use --provider scripted --script FILE, --agent oracle or --agent nop",
             ),
@@ -79,7 +81,8 @@ pub async fn run(args: EvalArgs) -> i32 {
     match run_inner(args).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            // Task files and names are the suite's: made visible.
+            eprintln!("error: {}", visible(&e.to_string()));
             if let Some(h) = e.hint() {
                 eprintln!("hint: {h}");
             }
@@ -164,7 +167,7 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
     write_reports(
         &args, &attempts, &task_sums, &totals, meta, elapsed, &redactor,
     )?;
-    eprintln!("runs: {}", out_dir.display());
+    eprintln!("runs: {}", visible(&out_dir.display().to_string()));
 
     Ok(if cancel.is_cancelled() {
         130
@@ -202,6 +205,15 @@ fn check_flags(args: &EvalArgs) -> Result<(), EvalError> {
             && !(v > 0.0 && v.is_finite())
         {
             return bad(flag, "must be greater than 0");
+        }
+    }
+    for (flag, v) in [
+        ("agent-timeout", args.agent_timeout),
+        ("verifier-timeout", args.verifier_timeout),
+    ] {
+        if v.is_some_and(|v| v > task::MAX_TASK_TIMEOUT_SECS) {
+            let most = format!("must be at most {} (a week)", task::MAX_TASK_TIMEOUT_SECS);
+            return bad(flag, &most);
         }
     }
     Ok(())
@@ -242,7 +254,7 @@ fn progress_bar(len: u64) -> ProgressBar {
 }
 
 /// One line per finished attempt: through the bar on a terminal, plain
-/// otherwise (CI logs).
+/// otherwise (CI logs). The task name is the suite's: made visible.
 fn announce(bar: &ProgressBar, a: &Attempt, done: usize, total: usize, redactor: &Redactor) {
     let line = format!(
         "[{done}/{total}] {}#{} {} reward {} in {:.1}s",
@@ -252,7 +264,7 @@ fn announce(bar: &ProgressBar, a: &Attempt, done: usize, total: usize, redactor:
         a.reward.map_or("-".into(), |r| format!("{r:.2}")),
         a.phases.total_ms as f64 / 1000.0
     );
-    let line = redactor.redact(&line);
+    let line = visible(&redactor.redact(&line)).into_owned();
     if bar.is_hidden() {
         eprintln!("{line}");
     } else {
@@ -346,7 +358,9 @@ async fn run_all(
                 n,
                 path,
                 Status::Error,
-                format!("the attempt crashed: {e}"),
+                format!(
+                    "internal error: the attempt crashed: {e} (a bug in runner; please report it)"
+                ),
             )
         }));
     }

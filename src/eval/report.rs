@@ -12,6 +12,7 @@ use serde_json::json;
 
 use super::outcome::{Attempt, Status};
 use crate::model::Usage;
+use crate::terminal::visible;
 
 /// Version of the JSON report's format (documented in README.md).
 pub const JSON_REPORT_VERSION: u32 = 1;
@@ -183,11 +184,16 @@ fn fmt_secs(ms: u64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
 }
 
-/// The table printed on stderr at the end.
+/// The table printed on stderr at the end. Task names and error texts
+/// come from the suite and the sandbox: every cell is made visible.
 pub fn table(attempts: &[Attempt], totals: &Totals) -> String {
-    let name_w = attempts
+    let names: Vec<String> = attempts
         .iter()
-        .map(|a| a.task.len() + 3)
+        .map(|a| visible(&format!("{}#{}", a.task, a.attempt)).into_owned())
+        .collect();
+    let name_w = names
+        .iter()
+        .map(|n| n.chars().count())
         .max()
         .unwrap_or(4)
         .max(4);
@@ -197,8 +203,7 @@ pub fn table(attempts: &[Attempt], totals: &Totals) -> String {
         "{:<name_w$}  {:>6}  {:<11}  {:>5}  {:>8}  {:>8}  outcome",
         "task", "reward", "status", "steps", "duration", "cost"
     );
-    for a in attempts {
-        let name = format!("{}#{}", a.task, a.attempt);
+    for (a, name) in attempts.iter().zip(&names) {
         let outcome = a
             .error
             .as_deref()
@@ -206,12 +211,13 @@ pub fn table(attempts: &[Attempt], totals: &Totals) -> String {
             .unwrap_or_else(|| a.agent_outcome.clone());
         let _ = writeln!(
             s,
-            "{name:<name_w$}  {:>6}  {:<11}  {:>5}  {:>8}  {:>8}  {outcome}",
+            "{name:<name_w$}  {:>6}  {:<11}  {:>5}  {:>8}  {:>8}  {}",
             fmt_reward(a),
             a.status.as_str(),
             a.steps,
             fmt_secs(a.phases.total_ms),
             format!("${:.4}", a.cost_usd),
+            visible(&outcome),
         );
     }
     let _ = writeln!(s, "{}", totals_line(totals));
@@ -249,7 +255,8 @@ fn one_line(s: &str, max: usize) -> String {
     }
 }
 
-/// The Markdown summary for a CI step summary.
+/// The Markdown summary for a CI step summary. Cells are made visible
+/// too: the file is often read with `cat` in a terminal.
 pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
     let mut s = String::new();
     let icon = |st: Status| match st {
@@ -274,14 +281,14 @@ pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {} | ${:.4} | {} |",
-            a.task,
+            visible(&a.task.replace('|', "\\|")),
             a.attempt,
             icon(a.status),
             fmt_reward(a),
             a.steps,
             fmt_secs(a.phases.total_ms),
             a.cost_usd,
-            detail.replace('|', "\\|")
+            visible(&detail.replace('|', "\\|"))
         );
     }
     s

@@ -11,6 +11,10 @@ pub const DEFAULT_AGENT_TIMEOUT_SECS: f64 = 600.0;
 pub const DEFAULT_VERIFIER_TIMEOUT_SECS: f64 = 600.0;
 /// Harbor's default image build timeout, seconds.
 pub const DEFAULT_BUILD_TIMEOUT_SECS: f64 = 600.0;
+/// The longest timeout a task (or `--agent-timeout`, `--verifier-timeout`)
+/// may set, seconds: a week. Larger values would overflow the deadlines
+/// computed from them.
+pub const MAX_TASK_TIMEOUT_SECS: f64 = 7.0 * 24.0 * 3600.0;
 /// Harbor's default CPUs.
 pub const DEFAULT_TASK_CPUS: f64 = 1.0;
 /// Harbor's default memory, MiB.
@@ -144,6 +148,15 @@ impl Task {
                 Err(invalid(format!("{key} must be > 0, got {v}")))
             }
         };
+        let timeout = |key: &str, v: f64| {
+            let v = positive(key, v)?;
+            if v > MAX_TASK_TIMEOUT_SECS {
+                return Err(invalid(format!(
+                    "{key} must be at most {MAX_TASK_TIMEOUT_SECS} (a week), got {v}"
+                )));
+            }
+            Ok(v)
+        };
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -152,21 +165,21 @@ impl Task {
             name,
             dir: dir.to_path_buf(),
             instruction,
-            agent_timeout_secs: positive(
+            agent_timeout_secs: timeout(
                 "agent.timeout_sec",
                 config
                     .agent
                     .timeout_sec
                     .unwrap_or(DEFAULT_AGENT_TIMEOUT_SECS),
             )?,
-            verifier_timeout_secs: positive(
+            verifier_timeout_secs: timeout(
                 "verifier.timeout_sec",
                 config
                     .verifier
                     .timeout_sec
                     .unwrap_or(DEFAULT_VERIFIER_TIMEOUT_SECS),
             )?,
-            build_timeout_secs: positive(
+            build_timeout_secs: timeout(
                 "environment.build_timeout_sec",
                 env.build_timeout_sec.unwrap_or(DEFAULT_BUILD_TIMEOUT_SECS),
             )?,
@@ -290,5 +303,29 @@ mod tests {
         assert!(msg.contains("t/task.toml"), "{msg}");
         assert!(msg.contains("timeout_sec"), "{msg}");
         assert!(msg.contains("line 2"), "{msg}");
+    }
+
+    #[test]
+    fn timeouts_past_a_week_are_refused_not_converted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("instruction.md"), "x\n").expect("write");
+        std::fs::create_dir(dir.path().join("tests")).expect("mkdir");
+        std::fs::write(dir.path().join("tests/test.sh"), "true\n").expect("write");
+        for (section, key) in [
+            ("agent", "timeout_sec"),
+            ("verifier", "timeout_sec"),
+            ("environment", "build_timeout_sec"),
+        ] {
+            let toml = format!("[{section}]\n{key} = 1e20\n");
+            std::fs::write(dir.path().join("task.toml"), toml).expect("write");
+            let err = Task::load(dir.path()).expect_err("1e20 seconds is refused");
+            assert!(err.to_string().contains("at most 604800"), "{err}");
+        }
+        std::fs::write(
+            dir.path().join("task.toml"),
+            "[agent]\ntimeout_sec = 604800\n",
+        )
+        .expect("write");
+        assert!(Task::load(dir.path()).is_ok());
     }
 }

@@ -37,7 +37,7 @@ pub struct ExecRequest {
 }
 
 /// What a finished (or killed) command produced.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct ExecOutput {
     /// stdout and stderr interleaved, head + tail with a marker stating how
     /// many bytes were left out; non-UTF-8 decoded lossily; the executor's

@@ -12,6 +12,7 @@
 //! | `usage` | `{"input_tokens", "output_tokens", ...}`; default all zero |
 //! | `expect` | a string the previous tool results must contain, else the run fails |
 //! | `delay_ms` | wait this long before answering (to test interrupts) |
+//! | `panic` | panic with this message instead of answering (to test that a bug in runner still ends the run cleanly) |
 //!
 //! When the turns run out the model answers `end_turn` with no tools.
 
@@ -57,6 +58,8 @@ pub struct ScriptedTurn {
     pub expect: Option<String>,
     #[serde(default)]
     pub delay_ms: Option<u64>,
+    #[serde(default)]
+    pub panic: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -171,6 +174,9 @@ impl Model for ScriptedModel {
                     index + 1
                 )));
             }
+        }
+        if let Some(message) = &turn.panic {
+            panic!("{message}");
         }
         let mut content = Vec::new();
         if let Some(text) = &turn.text {

@@ -39,8 +39,11 @@ impl BashTool {
         }
     }
 
-    /// Reads `{"command": string, "timeout": optional seconds}`.
-    fn parse(&self, input: &Value) -> Result<(String, Duration), String> {
+    /// Reads `{"command": string, "timeout": optional seconds}`. Any JSON
+    /// is accepted without panicking: a timeout above the maximum is
+    /// lowered to it (with a note for the model), one that is not a
+    /// positive number is an error the model can fix.
+    fn parse(&self, input: &Value) -> Result<Parsed, String> {
         let obj = input
             .as_object()
             .ok_or("error: the bash tool takes a JSON object like {\"command\": \"ls\"}.")?;
@@ -55,13 +58,10 @@ impl BashTool {
             }
             None => return Err("error: missing required field 'command' (a string).".into()),
         };
-        let timeout = match obj.get("timeout") {
-            None | Some(Value::Null) => self.settings.default_timeout,
+        let (timeout, note) = match obj.get("timeout") {
+            None | Some(Value::Null) => (self.settings.default_timeout, None),
             Some(Value::Number(n)) => match n.as_f64() {
-                Some(secs) if secs > 0.0 && secs.is_finite() => {
-                    let asked = Duration::from_secs_f64(secs);
-                    asked.min(self.settings.max_timeout)
-                }
+                Some(secs) if secs > 0.0 && secs.is_finite() => self.clamp_timeout(secs, n),
                 _ => return Err("error: 'timeout' must be a positive number of seconds.".into()),
             },
             Some(other) => {
@@ -71,8 +71,35 @@ impl BashTool {
                 ));
             }
         };
-        Ok((command, timeout))
+        Ok(Parsed {
+            command,
+            timeout,
+            note,
+        })
     }
+
+    /// The timeout for `secs` (positive, finite) asked by the model: the
+    /// comparison is made in f64, before any conversion, so no value can
+    /// overflow a `Duration`.
+    fn clamp_timeout(&self, secs: f64, asked: &serde_json::Number) -> (Duration, Option<String>) {
+        let max = self.settings.max_timeout;
+        if secs > max.as_secs_f64() {
+            let note = format!(
+                "[the timeout asked for ({asked}s) is above the maximum; the command ran with {}s]",
+                max.as_secs_f64()
+            );
+            return (max, Some(note));
+        }
+        (Duration::try_from_secs_f64(secs).unwrap_or(max), None)
+    }
+}
+
+/// A validated bash call.
+struct Parsed {
+    command: String,
+    timeout: Duration,
+    /// Said to the model after the result (a lowered timeout).
+    note: Option<String>,
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -140,7 +167,11 @@ impl Tool for BashTool {
     }
 
     async fn call(&self, input: &Value, ctx: &ToolContext) -> ToolOutcome {
-        let (command, timeout) = match self.parse(input) {
+        let Parsed {
+            command,
+            timeout,
+            note,
+        } = match self.parse(input) {
             Ok(v) => v,
             Err(msg) => return ToolOutcome::error(msg),
         };
@@ -158,7 +189,10 @@ impl Tool for BashTool {
         };
         match self.executor.execute(req).await {
             Ok(out) => ToolOutcome {
-                content: render_for_model(&out, timeout),
+                content: match note {
+                    Some(note) => format!("{}\n{note}", render_for_model(&out, timeout)),
+                    None => render_for_model(&out, timeout),
+                },
                 is_error: out.timed_out || out.oom_killed,
                 exec: Some(out),
                 fatal: None,

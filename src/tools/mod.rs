@@ -3,6 +3,8 @@
 //! error result for the model to read, never a crash.
 
 pub mod bash;
+#[cfg(test)]
+mod fuzz;
 pub mod policy;
 
 use async_trait::async_trait;

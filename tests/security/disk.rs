@@ -214,8 +214,10 @@ fn the_work_of_a_sigkilled_run_comes_back_with_gc() {
     let gc = run(ws.runner().env("HOME", home.path()).arg("gc"));
     let canon = std::fs::canonicalize(ws.path()).expect("canon");
     assert!(
-        gc.stdout()
-            .contains(&format!("gave a dead run's work back to {}", canon.display())),
+        gc.stdout().contains(&format!(
+            "gave a dead run's work back to {}",
+            canon.display()
+        )),
         "{}",
         gc.explain()
     );

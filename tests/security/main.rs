@@ -11,7 +11,10 @@ mod common;
 #[path = "../eval/common.rs"]
 mod eval_common;
 
+mod command_timeout;
 mod disk;
+mod model_input;
 mod redaction;
 mod rundir;
+mod terminal;
 mod workspace;

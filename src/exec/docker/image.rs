@@ -12,6 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::client::{CALL_TIMEOUT, call, status_of};
 use crate::exec::ExecError;
+use crate::terminal::visible;
 
 /// Longest a pull may go without any progress message.
 const PULL_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -85,10 +86,10 @@ async fn pull(docker: &Docker, image: &str) -> Result<(), String> {
         let style = ProgressStyle::with_template("pulling {msg} [{bar:30}] {bytes}/{total_bytes}")
             .unwrap_or_else(|_| ProgressStyle::default_bar());
         b.set_style(style);
-        b.set_message(image.to_string());
+        b.set_message(visible(image).into_owned());
         Some(b)
     } else {
-        eprintln!("pulling {image}...");
+        eprintln!("pulling {}...", visible(image));
         None
     };
     // Per-layer progress, summed for the bar.
@@ -117,10 +118,12 @@ async fn pull(docker: &Docker, image: &str) -> Result<(), String> {
             b.set_position(layers.values().map(|l| l.0).sum());
         } else if status != last_status {
             // Lines only when the status changes, not per progress tick.
-            match &info.id {
-                Some(id) => eprintln!("pulling {image}: {id}: {status}"),
-                None => eprintln!("pulling {image}: {status}"),
-            }
+            // The registry's words and the task's image name, made visible.
+            let line = match &info.id {
+                Some(id) => format!("pulling {image}: {id}: {status}"),
+                None => format!("pulling {image}: {status}"),
+            };
+            eprintln!("{}", visible(&line));
             last_status = status;
         }
     };

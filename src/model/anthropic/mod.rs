@@ -1,5 +1,7 @@
 //! The Anthropic Messages API client (streaming).
 
+#[cfg(test)]
+mod fuzz;
 mod request;
 mod stream;
 

@@ -2,6 +2,8 @@
 //! server, Ollama's `/v1`), streaming, with a fallback for servers that
 //! ignore `stream` and answer with one JSON body.
 
+#[cfg(test)]
+mod fuzz;
 mod request;
 mod response;
 

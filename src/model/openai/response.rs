@@ -185,7 +185,10 @@ impl ChatState {
         }
         for c in self.calls.into_values() {
             let id = if c.id.is_empty() {
-                format!("call_{}", ids.fetch_add(1, Ordering::Relaxed) + 1)
+                format!(
+                    "call_{}",
+                    ids.fetch_add(1, Ordering::Relaxed).wrapping_add(1)
+                )
             } else {
                 c.id
             };

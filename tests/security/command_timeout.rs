@@ -1,0 +1,78 @@
+//! Finding 10: a `--max-command-timeout` below `--timeout` is a usage
+//! error naming both values, in a run and in `runner eval`, instead of
+//! being raised in silence.
+
+use crate::util::{Dir, run};
+
+fn check_refused(ran: &crate::util::Ran) {
+    let explain = ran.explain();
+    ran.expect_code(2);
+    let err = ran.stderr();
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines.iter().any(|l| l.starts_with("error: ")
+            && l.contains("--max-command-timeout 10")
+            && l.contains("--timeout 60")),
+        "one line naming both values{explain}"
+    );
+    assert!(
+        lines.contains(&"hint: raise --max-command-timeout or lower --timeout"),
+        "{explain}"
+    );
+}
+
+#[test]
+fn a_max_command_timeout_below_the_timeout_is_a_usage_error() {
+    let d = Dir::new();
+    let script = d.write("script.json", r#"[{"text": "done"}]"#);
+    let ran = run(d
+        .scripted(script.to_str().expect("utf-8"))
+        .args(["--executor", "local", "--timeout", "60"])
+        .args(["--max-command-timeout", "10", "do nothing"]));
+    check_refused(&ran);
+    assert!(!d.path().join("runs").exists(), "no run was started");
+
+    // Equal is fine.
+    let ran = run(d
+        .scripted(script.to_str().expect("utf-8"))
+        .args(["--executor", "local", "--timeout", "10"])
+        .args(["--max-command-timeout", "10", "do nothing"]));
+    ran.expect_code(0);
+}
+
+#[test]
+fn eval_refuses_a_max_command_timeout_below_the_timeout() {
+    let d = Dir::new();
+    let script = d.write("script.json", r#"[{"text": "done"}]"#);
+    crate::eval_common::task(
+        d.path(),
+        "t",
+        &[
+            ("instruction.md", "nothing\n"),
+            (
+                "task.toml",
+                &crate::eval_common::toml(crate::eval_common::TINY, 30, 30),
+            ),
+            ("tests/test.sh", "echo 1 > /logs/verifier/reward.txt\n"),
+        ],
+    );
+    let ran = crate::eval_common::eval(
+        &d,
+        &[
+            "t",
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().expect("utf-8"),
+            "--timeout",
+            "60",
+            "--max-command-timeout",
+            "10",
+        ],
+    );
+    check_refused(&ran);
+    assert!(
+        !d.path().join("report.json").exists(),
+        "the suite did not start"
+    );
+}
