@@ -53,9 +53,7 @@ impl AppError {
     pub fn hint(&self) -> Option<String> {
         Some(match self {
             AppError::Model(e) => return e.hint(),
-            AppError::Exec(ExecError::DockerUnavailable { .. }) => {
-                "start the Docker daemon (or set DOCKER_HOST); --executor local runs without a sandbox".into()
-            }
+            AppError::Exec(e) => return e.hint(),
             AppError::NoTask => "pass the task as an argument, or `-` to read it from stdin".into(),
             AppError::RunDir(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => {
                 "that run directory holds an earlier run; pass a new --run-dir".into()
@@ -145,6 +143,12 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
         }
         public["loosenings"] = serde_json::json!(loosenings);
     }
+    // The sandbox starts first, so run_started can record what the engine
+    // actually enforces on it; a start failure still gets run_started.
+    let built = build_executor(&config, &workspace, &run_id).await;
+    if let Some(security) = built.as_ref().ok().and_then(|x| x.sandbox_security()) {
+        public["sandbox_security"] = security;
+    }
     sink(&Event::RunStarted {
         run_id: run_id.clone(),
         config: public,
@@ -156,7 +160,7 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
     let mut convo = Conversation::default();
     // Set when the sandbox could not even start (Docker down, no image...).
     let mut start_failed = None;
-    let end = match build_executor(&config, &workspace, &run_id).await {
+    let end = match built {
         Ok(executor) => {
             let end = converse(
                 &config,
@@ -465,6 +469,7 @@ pub fn docker_config(config: &Config, workspace: &Workspace, run_id: &str) -> Do
         max_run_time: config
             .max_time
             .unwrap_or(DockerConfig::default().max_run_time),
+        runtime: s.runtime.clone(),
         ..DockerConfig::default()
     }
 }

@@ -113,6 +113,10 @@ pub struct EvalArgs {
     #[arg(long)]
     pub writable_rootfs: bool,
 
+    /// Container runtime of the agent's and the verifier's sandboxes (runsc for gVisor, crun...; default: the engine's).
+    #[arg(long, env = "RUNNER_RUNTIME", value_name = "NAME")]
+    pub runtime: Option<String>,
+
     /// Where each attempt's run directory goes: DIR/<task>/<attempt>/ (default: runs/eval-<time>).
     #[arg(long)]
     pub output_dir: Option<PathBuf>,
@@ -242,6 +246,10 @@ pub struct RunArgs {
     /// Make the container's root filesystem writable (for tasks that install packages).
     #[arg(long)]
     pub writable_rootfs: bool,
+
+    /// Container runtime the engine has registered (runsc for gVisor, crun...; default: the engine's).
+    #[arg(long, env = "RUNNER_RUNTIME", value_name = "NAME")]
+    pub runtime: Option<String>,
 }
 
 /// Flags of the model and the agent loop, shared by a run and `runner eval`.

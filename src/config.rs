@@ -69,6 +69,8 @@ pub struct SandboxSettings {
     pub user: String,
     pub writable_rootfs: bool,
     pub workspace_mode: WorkspaceMode,
+    /// The engine's container runtime; `None` is the engine's default.
+    pub runtime: Option<String>,
 }
 
 /// Everything a run needs, validated.
@@ -189,6 +191,7 @@ impl Config {
                 user: a.user.clone(),
                 writable_rootfs: a.writable_rootfs,
                 workspace_mode: a.workspace_mode,
+                runtime: a.runtime.clone().filter(|r| !r.is_empty()),
             },
             timeout: Duration::from_secs(a.agent.timeout),
             max_command_timeout: Duration::from_secs(
@@ -239,6 +242,7 @@ impl Config {
             "pids_limit": self.sandbox.pids_limit,
             "user": self.sandbox.user,
             "writable_rootfs": self.sandbox.writable_rootfs,
+            "runtime": self.sandbox.runtime,
             "timeout_secs": self.timeout.as_secs(),
             "max_command_timeout_secs": self.max_command_timeout.as_secs(),
             "max_steps": self.max_steps,

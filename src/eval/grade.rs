@@ -88,6 +88,8 @@ pub struct GradeSpec<'a> {
     /// Where it goes in the container (the image's working directory).
     pub workdir: &'a str,
     pub network: Option<String>,
+    /// The container runtime, as for the agent's sandbox.
+    pub runtime: Option<String>,
     pub run_id: String,
     pub log_path: &'a Path,
 }
@@ -138,6 +140,7 @@ pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Ve
         env,
         run_id: spec.run_id.clone(),
         max_run_time: timeout + Duration::from_secs(300),
+        runtime: spec.runtime.clone(),
         ..DockerConfig::default()
     };
     let sandbox = Arc::new(DockerExecutor::start(cfg).await?);
