@@ -69,9 +69,7 @@ impl AppError {
         Some(match self {
             AppError::Model(e) => return e.hint(),
             AppError::Config(e) => return e.hint().map(str::to_string),
-            AppError::Exec(ExecError::DockerUnavailable { .. }) => {
-                "start the Docker daemon (or set DOCKER_HOST); --executor local runs without a sandbox".into()
-            }
+            AppError::Exec(e) => return e.hint(),
             AppError::NoTask => "pass the task as an argument, or `-` to read it from stdin".into(),
             AppError::RunDir(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => {
                 "that run directory holds an earlier run; pass a new --run-dir".into()
@@ -165,12 +163,22 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
 
     let started = Instant::now();
     let mut public = config.public_json();
+    // The sandbox starts first, so run_started can record what the engine
+    // actually enforces on it and every loosening it had to make; a start
+    // failure still gets run_started.
+    let built = build_executor(&config, &workspace, &run_id, &redactor).await;
     if config.executor == ExecutorKind::Docker {
-        let loosenings = docker_config(&config, &workspace, &run_id, &redactor).loosenings();
+        let loosenings = match &built {
+            Ok(x) => x.loosenings(),
+            Err(_) => docker_config(&config, &workspace, &run_id, &redactor).loosenings(),
+        };
         for l in &loosenings {
             human.say(&format!("warning: sandbox loosened: {l}"));
         }
         public["loosenings"] = serde_json::json!(loosenings);
+    }
+    if let Some(security) = built.as_ref().ok().and_then(|x| x.sandbox_security()) {
+        public["sandbox_security"] = security;
     }
     sink(&Event::RunStarted {
         run_id: run_id.clone(),
@@ -183,7 +191,7 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
     let mut convo = Conversation::default();
     // Set when the sandbox could not even start (Docker down, no image...).
     let mut start_failed = None;
-    let end = match build_executor(&config, &workspace, &run_id, &redactor).await {
+    let end = match built {
         Ok(executor) => {
             let end = converse(
                 &config,
@@ -590,6 +598,7 @@ pub fn docker_config(
         max_run_time: config
             .max_time
             .unwrap_or(DockerConfig::default().max_run_time),
+        runtime: s.runtime.clone(),
         ..DockerConfig::default()
     }
 }

@@ -117,6 +117,10 @@ pub struct EvalArgs {
     #[arg(long, default_value = crate::config::DEFAULT_DISK)]
     pub disk: String,
 
+    /// Container runtime of the agent's and the verifier's sandboxes (runsc for gVisor, crun...; default: the engine's).
+    #[arg(long, env = "RUNNER_RUNTIME", value_name = "NAME")]
+    pub runtime: Option<String>,
+
     /// Where each attempt's run directory goes: DIR/<task>/<attempt>/ (default: runs/eval-<time>).
     #[arg(long)]
     pub output_dir: Option<PathBuf>,
@@ -250,6 +254,10 @@ pub struct RunArgs {
     /// Most the run may put on the host's disk (512m, 10g, or `unlimited`): the workspace lives in a filesystem of this size and the command outputs share a budget of it.
     #[arg(long, env = "RUNNER_DISK", default_value = crate::config::DEFAULT_DISK)]
     pub disk: String,
+
+    /// Container runtime the engine has registered (runsc for gVisor, crun...; default: the engine's).
+    #[arg(long, env = "RUNNER_RUNTIME", value_name = "NAME")]
+    pub runtime: Option<String>,
 }
 
 /// Flags of the model and the agent loop, shared by a run and `runner eval`.

@@ -93,6 +93,8 @@ pub struct SandboxSettings {
     /// Bytes the run may put on the host (workspace, outputs); `None`:
     /// unbounded.
     pub disk_bytes: Option<u64>,
+    /// The engine's container runtime; `None` is the engine's default.
+    pub runtime: Option<String>,
 }
 
 /// Everything a run needs, validated.
@@ -220,6 +222,7 @@ impl Config {
                 writable_rootfs: a.writable_rootfs,
                 workspace_mode: a.workspace_mode,
                 disk_bytes: parse_disk(&a.disk)?,
+                runtime: a.runtime.clone().filter(|r| !r.is_empty()),
             },
             timeout: Duration::from_secs(a.agent.timeout),
             max_command_timeout: Duration::from_secs(a.agent.max_command_timeout),
@@ -269,6 +272,7 @@ impl Config {
             "user": self.sandbox.user,
             "writable_rootfs": self.sandbox.writable_rootfs,
             "disk_bytes": self.sandbox.disk_bytes,
+            "runtime": self.sandbox.runtime,
             "timeout_secs": self.timeout.as_secs(),
             "max_command_timeout_secs": self.max_command_timeout.as_secs(),
             "max_steps": self.max_steps,

@@ -56,10 +56,15 @@ fn container_of(run_id: &str) -> String {
     }
 }
 
-/// Waits until `needle` shows in the container's process list.
+/// Waits until `needle` shows in the container's process list, as `ps`
+/// inside it sees it (`docker top` lists host pids, which mean nothing for
+/// a gVisor sandbox).
 fn wait_for_process(container: &str, needle: &str) {
     let until = Instant::now() + Duration::from_secs(20);
-    while !docker(&["top", container]).contains(needle) {
+    while !docker(&["exec", container, "ps", "-o", "args"])
+        .lines()
+        .any(|l| l.contains(needle) && !l.contains("ps -o"))
+    {
         assert!(
             Instant::now() < until,
             "{needle:?} never ran in {container}"
@@ -82,6 +87,13 @@ fn tool_results(events: &[Value]) -> Vec<&Value> {
 
 fn output_of(result: &Value) -> &str {
     result["output"].as_str().unwrap_or_default()
+}
+
+/// Whether the run's sandbox ran on gVisor, as its `run_started` recorded.
+fn on_gvisor(events: &[Value]) -> bool {
+    of_type(events, "run_started")
+        .first()
+        .is_some_and(|e| e["config"]["sandbox_security"]["kernel"] == "gvisor")
 }
 
 #[test]
@@ -243,7 +255,11 @@ fn confinement_probe_through_the_binary() {
     let canary = "canary-5b1d0e77c4";
     let s = script(
         &d,
-        json!([{"tool_calls": [bash("sh probe.sh RUNNER_CANARY")]}, {"text": "done"}]),
+        json!([
+            {"tool_calls": [bash("sh probe.sh RUNNER_CANARY; echo nproc=$(ulimit -u); \
+                 sed -n 's/^MemTotal: *\\([0-9]*\\) kB/mem_total_kib=\\1/p' /proc/meminfo")]},
+            {"text": "done"}
+        ]),
     );
     let r = run(docker_runner(&d, &s)
         .env("RUNNER_CANARY", canary)
@@ -257,16 +273,26 @@ fn confinement_probe_through_the_binary() {
     let get = |k: &str| p.get(k).map(String::as_str).unwrap_or("<missing>");
     let why = format!("probe output:\n{out}{}", r.explain());
     assert_eq!(get("cap_eff"), "0000000000000000", "{why}");
-    assert_eq!(get("no_new_privs"), "1", "{why}");
-    assert_eq!(get("seccomp"), "2", "{why}");
     assert!(!["0", "", "<missing>"].contains(&get("uid")), "{why}");
     assert_eq!(get("net_ifaces"), "lo", "{why}");
     assert_eq!(get("root_readonly"), "1", "{why}");
     assert_eq!(get("workspace_writable"), "1", "{why}");
-    let mem = (96u64 << 20).to_string();
-    assert_eq!(get("memory_limit"), mem, "{why}");
-    assert_eq!(get("memsw_limit"), mem, "no swap: {why}");
-    assert_eq!(get("pids_limit"), "77", "{why}");
+    if on_gvisor(&events) {
+        // gVisor's /proc shows no NoNewPrivs line and seccomp mode 0 (runsc
+        // does not apply the engine's profile, as run_started records);
+        // it has no cgroup files: the memory limit is its MemTotal and the
+        // process limit RLIMIT_NPROC.
+        assert_eq!(get("seccomp"), "0", "{why}");
+        assert_eq!(get("mem_total_kib"), (96u64 << 10).to_string(), "{why}");
+        assert_eq!(get("nproc"), "77", "{why}");
+    } else {
+        assert_eq!(get("no_new_privs"), "1", "{why}");
+        assert_eq!(get("seccomp"), "2", "{why}");
+        let mem = (96u64 << 20).to_string();
+        assert_eq!(get("memory_limit"), mem, "{why}");
+        assert_eq!(get("memsw_limit"), mem, "no swap: {why}");
+        assert_eq!(get("pids_limit"), "77", "{why}");
+    }
     assert_eq!(get("docker_socket"), "0", "{why}");
     assert_eq!(get("canary_visible"), "0", "{why}");
     assert!(!r.stdout().contains(canary), "{why}");
@@ -322,8 +348,22 @@ fn memory_bomb_is_reported_to_the_model_as_out_of_memory() {
         ]),
     );
     let r = run(docker_runner(&d, &s).args(["--memory", "64m", "bomb"]));
-    r.expect_code(0);
     let events = r.events();
+    if on_gvisor(&events) {
+        // The sandbox's memory is gVisor's sentry's on the host: the host's
+        // OOM killer ends the whole sandbox, and the run ends with a named
+        // error instead of the model seeing one command killed.
+        r.expect_code(2);
+        let last = events.last().expect("events");
+        let error = last["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("sandbox died") && error.contains("memory limit"),
+            "{}",
+            r.explain()
+        );
+        return;
+    }
+    r.expect_code(0);
     let results = tool_results(&events);
     assert_eq!(results[0]["oom_killed"], true, "{}", r.explain());
     assert_eq!(results[0]["is_error"], true);
@@ -420,6 +460,18 @@ fn loosenings_are_warned_about_and_recorded() {
     let d = Dir::new();
     let s = script(&d, json!([{"text": "done"}]));
     let r = run(docker_runner(&d, &s).args(["--network", "bridge", "--writable-rootfs", "go"]));
+    if util::test_runtime_forces_no_network() {
+        // A runtime registered with --network=none cannot loosen the
+        // network: the run is refused before anything starts.
+        r.expect_code(2);
+        assert!(
+            r.stderr().contains("cannot give the sandbox a network")
+                && r.stderr().contains("hint:"),
+            "{}",
+            r.explain()
+        );
+        return;
+    }
     r.expect_code(0);
     let err = r.stderr();
     assert!(
@@ -466,7 +518,8 @@ fn home_is_the_sandbox_home_and_writable() {
         json!([
             {"tool_calls": [bash(
                 "echo \"home=$HOME\"; mkdir -p ~/.cache/t && echo cached > ~/.cache/t/f && cat ~/.cache/t/f; \
-                 echo \"owner=$(stat -c %u ~)\"; echo \"me=$(id -u)\"; df -k ~ | tail -n 1"
+                 echo \"owner=$(stat -c %u ~)\"; echo \"me=$(id -u)\"; \
+                 awk '$2 == \"/home/sandbox\" { print \"fstype=\" $3 }' /proc/mounts"
             )]},
             {"text": "done"}
         ]),
@@ -488,7 +541,11 @@ fn home_is_the_sandbox_home_and_writable() {
         p.get("me"),
         "HOME belongs to the sandbox user: {out}"
     );
-    assert!(out.contains("tmpfs"), "HOME is a tmpfs: {out}");
+    assert_eq!(
+        p.get("fstype").map(String::as_str),
+        Some("tmpfs"),
+        "HOME is a tmpfs: {out}"
+    );
     assert!(!out.contains(&host_home), "the host's HOME leaked: {out}");
 
     // The full image has git: `git config --global` works on the read-only root.
@@ -501,18 +558,21 @@ fn home_is_the_sandbox_home_and_writable() {
         ]),
     );
     util::require_docker();
-    let r = run(d.runner().args([
-        "--executor",
-        "docker",
-        "--image",
-        "runner-sandbox:bookworm",
-        "--provider",
-        "scripted",
-        "--script",
-        &s,
-        "--json",
-        "git",
-    ]));
+    let r = run(d
+        .runner()
+        .args([
+            "--executor",
+            "docker",
+            "--image",
+            "runner-sandbox:bookworm",
+            "--provider",
+            "scripted",
+            "--script",
+            &s,
+            "--json",
+        ])
+        .args(util::runtime_args())
+        .arg("git"));
     r.expect_code(0);
     let events = r.events();
     let res = tool_results(&events)[0];

@@ -114,15 +114,26 @@ pub async fn run(
         Err(e) => return finish(infra(rec, format!("cannot make a workspace: {e}")), started),
     };
     let sink = |ev: &Event| run_dir.record(ev);
-    sink(&Event::RunStarted {
-        run_id: run_id.clone(),
-        config: serde_json::json!({"eval": {"task": task.name, "attempt": attempt,
-            "agent": ctx.agent.as_str(), "network": rec.network}, "run": config.public_json()}),
-    });
+    rec.runtime = config.sandbox.runtime.clone();
+    // Recorded once the sandbox runs, with what the engine enforces on it.
+    let started_event = |security: Option<serde_json::Value>| {
+        let mut run = config.public_json();
+        if let Some(s) = security {
+            run["sandbox_security"] = s;
+        }
+        Event::RunStarted {
+            run_id: run_id.clone(),
+            config: serde_json::json!({"eval": {"task": task.name, "attempt": attempt,
+                "agent": ctx.agent.as_str(), "network": rec.network}, "run": run}),
+        }
+    };
     let setup_start = Instant::now();
     let workdir = match seed_workspace(&image, workspace.path(), &run_id).await {
         Ok(s) => s.workdir,
-        Err(e) => return finish(infra(rec, format!("seeding the workspace: {e}")), started),
+        Err(e) => {
+            sink(&started_event(None));
+            return finish(infra(rec, format!("seeding the workspace: {e}")), started);
+        }
     };
     // The agent works in the image's working directory, as Harbor's agents do.
     let docker_cfg = DockerConfig {
@@ -130,9 +141,18 @@ pub async fn run(
         ..docker_config(&config, &workspace, &run_id, &ctx.redactor)
     };
     let executor: Arc<dyn Executor> = match DockerExecutor::start(docker_cfg).await {
-        Ok(x) => Arc::new(x),
-        Err(e) => return finish(infra(rec, format!("agent sandbox: {e}")), started),
+        Ok(x) => {
+            if let Some(s) = x.security() {
+                rec.runtime = Some(s.runtime.clone());
+            }
+            Arc::new(x)
+        }
+        Err(e) => {
+            sink(&started_event(None));
+            return finish(infra(rec, format!("agent sandbox: {e}")), started);
+        }
     };
+    sink(&started_event(executor.sandbox_security()));
     rec.phases.setup_ms = ms(setup_start);
     let agent_start = Instant::now();
     let agent_cancel = cancel.child_token();
@@ -224,6 +244,7 @@ pub async fn run(
             workspace: workspace.path(),
             workdir: &workdir,
             network: config_network(&config),
+            runtime: config.sandbox.runtime.clone(),
             run_id: format!("{run_id}-verify"),
             run_dir: &run_dir,
             redactor: &ctx.redactor,

@@ -90,6 +90,8 @@ pub struct GradeSpec<'a> {
     /// Where it goes in the container (the image's working directory).
     pub workdir: &'a str,
     pub network: Option<String>,
+    /// The container runtime, as for the agent's sandbox.
+    pub runtime: Option<String>,
     pub run_id: String,
     /// The attempt's run directory: `verifier.log` and `verifier-links.log`
     /// are written there.
@@ -145,6 +147,7 @@ pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Ve
         redactor: spec.redactor.clone(),
         run_id: spec.run_id.clone(),
         max_run_time: timeout + Duration::from_secs(300),
+        runtime: spec.runtime.clone(),
         ..DockerConfig::default()
     };
     let sandbox = Arc::new(DockerExecutor::start(cfg).await?);

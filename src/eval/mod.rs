@@ -53,11 +53,16 @@ pub enum EvalError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Exec(#[from] crate::exec::ExecError),
 }
 
 impl EvalError {
-    fn hint(&self) -> Option<&'static str> {
-        match self {
+    fn hint(&self) -> Option<String> {
+        if let EvalError::Exec(e) = self {
+            return e.hint();
+        }
+        let hint = match self {
             EvalError::Task(TaskError::NoTasks(_)) => {
                 Some("a task directory holds instruction.md, task.toml and tests/test.sh")
             }
@@ -72,7 +77,8 @@ impl EvalError {
                 "export the provider's API key, or use --provider scripted --script FILE, --agent oracle or --agent nop",
             ),
             _ => None,
-        }
+        };
+        hint.map(str::to_string)
     }
 }
 
@@ -106,6 +112,8 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
         // A missing key or an unreadable script fails the suite, not each attempt.
         crate::app::build_model(&probe)?;
     }
+    // The runtime every sandbox of the suite uses must be registered.
+    let runtime = check_runtime(args.runtime.as_deref()).await?;
     let memory_bytes = args
         .memory
         .as_deref()
@@ -161,6 +169,7 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
         "attempts_per_task": args.attempts,
         "min_pass_rate": args.min_pass_rate,
         "allow_internet": args.allow_internet,
+        "runtime": runtime,
         "interrupted": cancel.is_cancelled(),
         "started_at": chrono::Local::now() - chrono::Duration::from_std(elapsed).unwrap_or_default(),
     });
@@ -239,7 +248,23 @@ fn base_run_args(args: &EvalArgs) -> RunArgs {
         user: args.user.clone(),
         writable_rootfs: args.writable_rootfs,
         disk: args.disk.clone(),
+        runtime: args.runtime.clone(),
     }
+}
+
+/// Asks the engine whether `requested` (or its default runtime) is
+/// registered; returns the runtime the suite's sandboxes will use, or
+/// `None` when the engine cannot be asked (each attempt then records that
+/// as its error, and the reports are still written).
+async fn check_runtime(requested: Option<&str>) -> Result<Option<String>, EvalError> {
+    let requested = requested.filter(|r| !r.is_empty());
+    let Ok(docker) = crate::exec::docker::connect().await else {
+        return Ok(None);
+    };
+    let Ok(engine) = crate::exec::docker::EngineInfo::read(&docker).await else {
+        return Ok(None);
+    };
+    Ok(Some(engine.check_runtime(requested, None)?))
 }
 
 fn progress_bar(len: u64) -> ProgressBar {
@@ -377,6 +402,10 @@ fn write_reports(
     elapsed: std::time::Duration,
     redactor: &Redactor,
 ) -> Result<(), EvalError> {
+    let title = match meta["runtime"].as_str() {
+        Some(rt) => format!("runner eval ({}, runtime {rt})", args.agent_kind.as_str()),
+        None => format!("runner eval ({})", args.agent_kind.as_str()),
+    };
     // Every report is attempted even when an earlier one fails; the first
     // failure is returned at the end.
     let mut first_err: Option<EvalError> = None;
@@ -402,7 +431,6 @@ fn write_reports(
         let xml = report::junit(attempts, elapsed).map_err(std::io::Error::other);
         wrote(p, xml.and_then(|x| report::write(p, &redactor.redact(&x))));
     }
-    let title = format!("runner eval ({})", args.agent_kind.as_str());
     let md = report::markdown(attempts, totals, &title);
     let md = redactor.redact(&md);
     if let Some(p) = &args.summary {

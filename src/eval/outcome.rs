@@ -68,6 +68,9 @@ pub struct Attempt {
     pub error: Option<String>,
     /// `none` or `bridge`, and why when the task wanted the internet.
     pub network: String,
+    /// The container runtime of the attempt's sandboxes (`runc`, `runsc`...),
+    /// as the engine reported it; the one asked for when none started.
+    pub runtime: Option<String>,
     pub image: Option<String>,
     pub run_dir: PathBuf,
     pub trajectory: Option<PathBuf>,
@@ -101,6 +104,7 @@ impl Attempt {
             failure: None,
             error: (status == Status::Error && !why.is_empty()).then_some(why),
             network: "none".into(),
+            runtime: None,
             image: None,
             run_dir,
             trajectory: None,

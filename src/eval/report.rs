@@ -165,9 +165,10 @@ pub fn junit(attempts: &[Attempt], duration: Duration) -> Result<String, String>
         // Properties inside a testcase are outside the common JUnit schema
         // (Jenkins junit-10), so the reward and outcome go to system-out.
         case.set_system_out(format!(
-            "reward: {}\nagent_outcome: {}\nrun_dir: {}\n",
+            "reward: {}\nagent_outcome: {}\nruntime: {}\nrun_dir: {}\n",
             fmt_reward(a),
             a.agent_outcome,
+            a.runtime.as_deref().unwrap_or("-"),
             a.run_dir.display()
         ));
         suite.add_test_case(case);

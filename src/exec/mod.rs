@@ -76,12 +76,41 @@ pub enum ExecError {
     Refused(String),
     #[error("workspace: {0}")]
     Workspace(String),
+    #[error("the container runtime '{runtime}' is not registered with the Docker engine (registered: {})", registered.join(", "))]
+    RuntimeUnavailable {
+        runtime: String,
+        registered: Vec<String>,
+    },
+    #[error(
+        "the container runtime '{runtime}' cannot give the sandbox a network: the engine starts it with '{args}'"
+    )]
+    RuntimeWithoutNetwork { runtime: String, args: String },
 }
 
 impl ExecError {
     /// True when the sandbox is gone and no further command can run.
     pub fn is_fatal(&self) -> bool {
         !matches!(self, ExecError::Spawn(_))
+    }
+
+    /// What the user can do about it, when that is known.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            ExecError::DockerUnavailable { .. } => Some(
+                "start the Docker daemon (or set DOCKER_HOST); --executor local runs without a sandbox"
+                    .into(),
+            ),
+            ExecError::RuntimeUnavailable { .. } => Some(format!(
+                "pick one of the registered runtimes with --runtime, or {}",
+                docker::REGISTER_RUNTIME_HINT
+            )),
+            ExecError::RuntimeWithoutNetwork { runtime, .. } => Some(format!(
+                "drop --network bridge (the sandbox then has no network), or register '{runtime}' \
+                 without --network=none in /etc/docker/daemon.json and reload the daemon \
+                 (`sudo kill -HUP $(pidof dockerd)`)"
+            )),
+            _ => None,
+        }
     }
 }
 
@@ -96,6 +125,18 @@ pub trait Executor: Send + Sync {
 
     /// Runs one command to completion, timeout or cancellation.
     async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError>;
+
+    /// What confines commands, as read from the engine and the sandbox
+    /// (recorded in `run_started`); `None` when nothing does.
+    fn sandbox_security(&self) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// Every way this sandbox is weaker than the default one, one line
+    /// each, as it was actually started (recorded in `run_started`).
+    fn loosenings(&self) -> Vec<String> {
+        Vec::new()
+    }
 
     /// Releases everything the executor holds (containers, processes).
     /// Idempotent; called on every exit path.

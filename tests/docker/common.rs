@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bollard::Docker;
 use bollard::query_parameters::ListContainersOptionsBuilder;
-use runner::exec::docker::{DockerConfig, DockerExecutor, LABEL_RUN_ID};
+use runner::exec::docker::{DockerConfig, DockerExecutor, Kernel, LABEL_RUN_ID};
 use runner::exec::{ExecOutput, ExecRequest, Executor};
 use tokio_util::sync::CancellationToken;
 
@@ -38,14 +38,29 @@ pub fn run_id(test: &str) -> String {
     format!("test-{test}-{}-{:x}", std::process::id(), fastrand::u32(..))
 }
 
+/// The container runtime the tests run on: `RUNNER_TEST_RUNTIME` (e.g.
+/// `runsc`), or the engine's default when unset.
+pub fn test_runtime() -> Option<String> {
+    std::env::var("RUNNER_TEST_RUNTIME")
+        .ok()
+        .filter(|r| !r.is_empty())
+}
+
 pub fn cfg(test: &str) -> DockerConfig {
     DockerConfig {
         image: TINY.into(),
         run_id: run_id(test),
         memory_bytes: 256 << 20,
         pids_limit: 128,
+        runtime: test_runtime(),
         ..Default::default()
     }
+}
+
+/// Whether the sandbox runs on gVisor (runsc) rather than the host's kernel,
+/// as the executor read it from the engine.
+pub fn on_gvisor(ex: &DockerExecutor) -> bool {
+    ex.security().map(|s| s.kernel) == Some(Kernel::Gvisor)
 }
 
 pub async fn start(cfg: DockerConfig) -> DockerExecutor {

@@ -79,6 +79,8 @@ pub fn eval_cmd(d: &Dir, args: &[&str]) -> Command {
         "--summary",
         "summary.md",
     ]);
+    // RUNNER_TEST_RUNTIME=runsc runs the suites' sandboxes on gVisor.
+    c.args(crate::util::runtime_args());
     c
 }
 

@@ -16,5 +16,6 @@ mod disk;
 mod model_input;
 mod redaction;
 mod rundir;
+mod runtime;
 mod terminal;
 mod workspace;

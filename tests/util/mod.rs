@@ -169,6 +169,33 @@ pub fn process_alive(needle: &str) -> bool {
     false
 }
 
+/// Whether a process whose command line contains `needle` runs in a
+/// sandbox of the runner with pid `owner`, as `ps` inside the container
+/// sees it: a gVisor sandbox's processes are not the host's, so
+/// [`process_alive`] cannot see them.
+pub fn sandbox_process_alive(owner: u32, needle: &str) -> bool {
+    let label = format!("label=runner.owner-pid={owner}");
+    let ids = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        "label=runner.managed-by=runner",
+        "--filter",
+        &label,
+    ]);
+    ids.lines().any(|id| {
+        // A container on its way out answers with an error: nothing runs.
+        Command::new("docker")
+            .args(["exec", id, "ps", "-o", "args"])
+            .output()
+            .is_ok_and(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .any(|l| l.contains(needle) && !l.contains("ps -o"))
+            })
+    })
+}
+
 /// The sandbox image binary tests use (busybox + bash, built by
 /// `make sandbox-image`).
 pub const TINY_IMAGE: &str = "runner-sandbox:tiny";
@@ -183,16 +210,57 @@ pub enum Exec {
 impl Exec {
     /// The flags selecting this executor. For docker this first checks that
     /// the engine and the tiny image are there, failing (never skipping)
-    /// with what to do otherwise.
-    pub fn args(self) -> Vec<&'static str> {
-        match self {
-            Exec::Local => vec!["--executor", "local"],
+    /// with what to do otherwise, and adds `--runtime` from
+    /// `RUNNER_TEST_RUNTIME` (see [`runtime_args`]).
+    pub fn args(self) -> Vec<String> {
+        let mut a: Vec<String> = match self {
+            Exec::Local => vec!["--executor".into(), "local".into()],
             Exec::Docker => {
                 require_docker();
-                vec!["--executor", "docker", "--image", TINY_IMAGE]
+                vec![
+                    "--executor".into(),
+                    "docker".into(),
+                    "--image".into(),
+                    TINY_IMAGE.into(),
+                ]
             }
+        };
+        if self == Exec::Docker {
+            a.extend(runtime_args());
         }
+        a
     }
+}
+
+/// The container runtime docker tests run on: `RUNNER_TEST_RUNTIME` (e.g.
+/// `runsc`, which `make test` sets for its second pass), or the engine's
+/// default when unset.
+pub fn test_runtime() -> Option<String> {
+    std::env::var("RUNNER_TEST_RUNTIME")
+        .ok()
+        .filter(|r| !r.is_empty())
+}
+
+/// Whether the engine starts [`test_runtime`] with its network switched
+/// off whatever the container asks (runsc registered with `--network=none`,
+/// as `.ci/run` does), read from `docker info`.
+pub fn test_runtime_forces_no_network() -> bool {
+    let Some(rt) = test_runtime() else {
+        return false;
+    };
+    let runtimes: Value =
+        serde_json::from_str(&docker(&["info", "--format", "{{json .Runtimes}}"]))
+            .unwrap_or_else(|e| panic!("docker info .Runtimes is not JSON: {e}"));
+    runtimes[rt.as_str()]["runtimeArgs"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|x| x == "--network=none"))
+}
+
+/// `--runtime NAME` for [`test_runtime`], or nothing.
+pub fn runtime_args() -> Vec<String> {
+    test_runtime()
+        .map(|r| vec!["--runtime".to_string(), r])
+        .unwrap_or_default()
 }
 
 /// Runs the docker CLI, returning trimmed stdout; panics with its stderr

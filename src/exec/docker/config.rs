@@ -130,6 +130,10 @@ pub struct DockerConfig {
     pub ulimits: Ulimits,
     /// Longest the run may last; sets the container's expiry.
     pub max_run_time: Duration,
+    /// The engine's container runtime (`runsc` for gVisor, `crun`...);
+    /// `None` uses the engine's default. Checked against the registered
+    /// runtimes before the container is made.
+    pub runtime: Option<String>,
 }
 
 impl Default for DockerConfig {
@@ -155,6 +159,7 @@ impl Default for DockerConfig {
             labels: Vec::new(),
             ulimits: Ulimits::default(),
             max_run_time: Duration::from_secs(DEFAULT_MAX_RUN_SECS),
+            runtime: None,
         }
     }
 }
@@ -223,6 +228,16 @@ impl DockerConfig {
             return Err(ExecError::Refused(format!(
                 "workdir '{}' must be an absolute path below /",
                 self.workdir
+            )));
+        }
+        if let Some(rt) = self.runtime.as_deref()
+            && (rt.is_empty()
+                || !rt
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+        {
+            return Err(ExecError::Refused(format!(
+                "runtime name '{rt}' is not a plain name (letters, digits, '-', '_', '.')"
             )));
         }
         if self.pids_limit <= 0 {

@@ -14,6 +14,7 @@ use super::config::{
     DEFAULT_HOME_SIZE_BYTES, DEFAULT_RUN_SIZE_BYTES, DockerConfig, EXPIRY_MARGIN_SECS,
     SANDBOX_HOME, numeric_user,
 };
+use super::engine::Kernel;
 use crate::exec::ExecError;
 
 /// Label marking every object the runner creates.
@@ -87,12 +88,54 @@ pub enum WorkspaceMount<'a> {
     Volume(&'a str),
 }
 
+/// Host pids per sandboxed task under gVisor's ptrace platform: each task
+/// costs a stub process plus sentry threads on the host (8 were measured
+/// per sleeping task, up to 15 per task of a running fork bomb).
+const GVISOR_HOST_PIDS_PER_TASK: i64 = 20;
+/// Host pids of gVisor's sentry and gofer themselves (54 were measured idle).
+const GVISOR_SENTRY_PIDS: i64 = 256;
+
+/// Tasks of the command user that only runner's control execs may use
+/// under gVisor: commands are held to `pids_limit` (see
+/// [`command_nproc`]), the container's RLIMIT_NPROC is this much higher,
+/// so the kill protocol's exec still starts when a fork bomb is at the limit.
+const GVISOR_NPROC_CONTROL_HEADROOM: i64 = 16;
+
+/// The RLIMIT_NPROC each command lowers itself to before it starts, when
+/// the kernel counts it per sandbox (gVisor); `None` with the host's
+/// kernel, whose pids cgroup does that job.
+pub fn command_nproc(cfg: &DockerConfig, kernel: Kernel) -> Option<i64> {
+    (kernel == Kernel::Gvisor).then_some(cfg.pids_limit)
+}
+
+/// The pids limit of the container's host cgroup. With the host's kernel
+/// it counts the sandbox's own processes. Under gVisor it counts the
+/// sentry's host threads, and reaching it kills the whole sandbox (the Go
+/// runtime cannot make a thread), so it is sized to stay out of reach and
+/// the sandbox's task count is bounded inside gVisor by RLIMIT_NPROC
+/// instead (see [`spec`]).
+pub fn host_pids_limit(cfg: &DockerConfig, kernel: Kernel) -> i64 {
+    match kernel {
+        Kernel::Host => cfg.pids_limit,
+        Kernel::Gvisor => cfg
+            .pids_limit
+            .saturating_mul(GVISOR_HOST_PIDS_PER_TASK)
+            .saturating_add(GVISOR_SENTRY_PIDS),
+    }
+}
+
 /// Builds the hardened container spec. The main process is an idle `sleep`
 /// under Docker's init, running as root without capabilities: commands run
 /// as `cfg.user` through exec, so they cannot signal it (signalling another
 /// uid needs CAP_KILL), and the kill protocol's `kill -9 -1` spares it.
-/// `user` is who commands run as (it owns the HOME tmpfs).
-pub fn spec(cfg: &DockerConfig, user: &str, mount: &WorkspaceMount<'_>) -> ContainerCreateBody {
+/// `user` is who commands run as (it owns the HOME tmpfs); `kernel` is
+/// what the runtime puts under the sandbox.
+pub fn spec(
+    cfg: &DockerConfig,
+    user: &str,
+    mount: &WorkspaceMount<'_>,
+    kernel: Kernel,
+) -> ContainerCreateBody {
     let mut tmpfs = HashMap::new();
     // Exec allowed like /workspace, so `pip install --user` scripts in
     // ~/.local/bin run.
@@ -141,11 +184,28 @@ pub fn spec(cfg: &DockerConfig, user: &str, mount: &WorkspaceMount<'_>) -> Conta
         soft: Some(v),
         hard: Some(v),
     };
+    let mut ulimits = vec![
+        ulimit("nofile", cfg.ulimits.nofile),
+        ulimit("fsize", cfg.ulimits.fsize_bytes),
+        ulimit("core", cfg.ulimits.core_bytes),
+    ];
+    if kernel == Kernel::Gvisor {
+        // gVisor counts RLIMIT_NPROC per uid inside the sandbox, so it
+        // bounds the command's tasks like the pids cgroup does with the
+        // host's kernel (where it would count the uid host-wide instead).
+        // Root is exempt, as in Linux: a root fork bomb under gVisor ends
+        // the sandbox at the host pids limit, the host unaffected.
+        ulimits.push(ulimit(
+            "nproc",
+            cfg.pids_limit.saturating_add(GVISOR_NPROC_CONTROL_HEADROOM),
+        ));
+    }
     let host_config = HostConfig {
         cap_drop: Some(vec!["ALL".into()]),
         cap_add: (!cfg.cap_add.is_empty()).then(|| cfg.cap_add.clone()),
-        // Only adds no-new-privileges; Docker's default seccomp and
-        // AppArmor profiles stay because they are not overridden here.
+        // Only adds no-new-privileges; the engine's seccomp and AppArmor
+        // defaults stay where it has them (what is actually in force is
+        // read back by `engine::inspect_security`).
         security_opt: Some(vec!["no-new-privileges:true".into()]),
         privileged: Some(false),
         readonly_rootfs: Some(!cfg.writable_rootfs),
@@ -154,13 +214,10 @@ pub fn spec(cfg: &DockerConfig, user: &str, mount: &WorkspaceMount<'_>) -> Conta
         memory: Some(cfg.memory_bytes),
         memory_swap: Some(cfg.memory_bytes),
         nano_cpus: Some((cfg.cpus * 1e9) as i64),
-        pids_limit: Some(cfg.pids_limit),
-        ulimits: Some(vec![
-            ulimit("nofile", cfg.ulimits.nofile),
-            ulimit("fsize", cfg.ulimits.fsize_bytes),
-            ulimit("core", cfg.ulimits.core_bytes),
-        ]),
+        pids_limit: Some(host_pids_limit(cfg, kernel)),
+        ulimits: Some(ulimits),
         init: Some(true),
+        runtime: cfg.runtime.clone(),
         mounts,
         ..Default::default()
     };
@@ -307,7 +364,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let body = spec(&cfg, "1234:5678", &WorkspaceMount::None);
+        let body = spec(&cfg, "1234:5678", &WorkspaceMount::None, Kernel::Host);
         let env = body.env.unwrap_or_default();
         assert_eq!(env, [format!("HOME={SANDBOX_HOME}")]);
         let tmpfs = body.host_config.and_then(|h| h.tmpfs).unwrap_or_default();
@@ -317,5 +374,35 @@ mod tests {
             exec_env(&cfg.env),
             ["LANG=C.UTF-8".to_string(), "DEPLOY_TOKEN=dt-secret".into()]
         );
+    }
+
+    #[test]
+    fn gvisor_bounds_tasks_with_nproc_and_keeps_the_host_limit_out_of_reach() {
+        let cfg = DockerConfig {
+            pids_limit: 100,
+            runtime: Some("runsc".into()),
+            ..Default::default()
+        };
+        let limits = |kernel| {
+            let hc = spec(&cfg, "1000:1000", &WorkspaceMount::None, kernel)
+                .host_config
+                .unwrap_or_default();
+            let nproc = hc
+                .ulimits
+                .unwrap_or_default()
+                .into_iter()
+                .find(|u| u.name.as_deref() == Some("nproc"))
+                .and_then(|u| u.hard);
+            (hc.pids_limit, nproc, hc.runtime)
+        };
+        assert_eq!(
+            limits(Kernel::Host),
+            (Some(100), None, Some("runsc".into()))
+        );
+        let (host, nproc, _) = limits(Kernel::Gvisor);
+        assert_eq!(nproc, Some(100 + GVISOR_NPROC_CONTROL_HEADROOM));
+        assert!(host.is_some_and(|h| h >= 100 * 15 + 54), "{host:?}");
+        assert_eq!(command_nproc(&cfg, Kernel::Gvisor), Some(100));
+        assert_eq!(command_nproc(&cfg, Kernel::Host), None);
     }
 }

@@ -6,6 +6,7 @@ mod client;
 mod config;
 mod container;
 mod copy;
+mod engine;
 mod gc;
 mod image;
 mod kill;
@@ -26,6 +27,7 @@ pub use config::{
     DEFAULT_PIDS_LIMIT, DEFAULT_USER, DockerConfig, SANDBOX_HOME, Ulimits, WorkspaceMode,
 };
 pub use container::{LABEL_MANAGED, LABEL_OWNER_PID, LABEL_RUN_ID, MANAGED_VALUE};
+pub use engine::{EngineInfo, Kernel, REGISTER_RUNTIME_HINT, RuntimeInfo, SandboxSecurity};
 pub use gc::{GcReport, gc};
 pub use seed::{Seeded, seed_workspace};
 
@@ -72,6 +74,7 @@ pub struct DockerExecutor {
     workdir: String,
     memory_bytes: i64,
     pids_limit: i64,
+    nproc: Option<i64>,
     loosenings: Vec<String>,
     workspace: Option<Workspace>,
     /// Bytes the workspace may hold; `None`: unbounded.
@@ -79,6 +82,8 @@ pub struct DockerExecutor {
     /// The command environment (`K=V`), passed with each exec.
     env: Vec<String>,
     redactor: Redactor,
+    /// What confines the container, read from the engine once it runs.
+    security: Option<SandboxSecurity>,
     /// OOM kills already accounted for; the lock also keeps commands
     /// sequential, which the kill protocol relies on.
     oom_seen: tokio::sync::Mutex<Option<u64>>,
@@ -93,6 +98,11 @@ impl DockerExecutor {
         let host = client::docker_host();
         cfg.validate(host.as_deref())?;
         let docker = client::connect().await?;
+        // Before anything is made: the runtime must exist and be able to
+        // give the network asked for.
+        let engine = EngineInfo::read(&docker).await?;
+        let runtime = engine.check_runtime(cfg.runtime.as_deref(), cfg.network.as_deref())?;
+        let kernel = engine.kernel_of(&runtime);
         match gc::gc(&docker).await {
             Ok(r) if !r.containers_removed.is_empty() => {
                 tracing::info!(
@@ -147,7 +157,7 @@ impl DockerExecutor {
             }
             Some(Workspace::Copy { volume, .. }) => WorkspaceMount::Volume(volume),
         };
-        let mut body = container::spec(&cfg, &user, &mount);
+        let mut body = container::spec(&cfg, &user, &mount, kernel);
         let bound_root = cfg.writable_rootfs && cfg.disk_bytes.is_some();
         if let (true, Some(size), Some(hc)) =
             (bound_root, cfg.disk_bytes, body.host_config.as_mut())
@@ -190,17 +200,21 @@ impl DockerExecutor {
             idle_pid: None,
             workdir: cfg.workdir.clone(),
             memory_bytes: cfg.memory_bytes,
-            pids_limit: cfg.pids_limit,
+            // The container's own limit, which the kill protocol raises
+            // briefly when a fork bomb has filled it.
+            pids_limit: container::host_pids_limit(&cfg, kernel),
+            nproc: container::command_nproc(&cfg, kernel),
             loosenings,
             workspace,
             disk_bytes: cfg.disk_bytes,
             env: container::exec_env(&cfg.env),
             redactor: cfg.redactor.clone(),
+            security: None,
             oom_seen: tokio::sync::Mutex::new(None),
             finishing: tokio::sync::Mutex::new(()),
             removed: AtomicBool::new(false),
         };
-        if let Err(e) = exec.init().await {
+        if let Err(e) = exec.init(&engine).await {
             let _ = exec.finish(false).await;
             return Err(e);
         }
@@ -212,8 +226,9 @@ impl DockerExecutor {
     /// command's exec (see `run::LAUNCH`), and a fresh container's OOM-kill
     /// count is 0, so neither needs a probe (an exec costs as much as a
     /// command).
-    async fn init(&mut self) -> Result<(), ExecError> {
+    async fn init(&mut self, engine: &EngineInfo) -> Result<(), ExecError> {
         *self.oom_seen.get_mut() = Some(0);
+        self.security = Some(engine::inspect_security(&self.docker, &self.id, engine).await?);
         if user_is_root(&self.user) {
             self.idle_pid = kill::find_idle_pid(&self.docker, &self.id).await?;
         }
@@ -229,9 +244,10 @@ impl DockerExecutor {
         &self.id
     }
 
-    /// Every way this sandbox is weaker than the default, for the trajectory.
-    pub fn loosenings(&self) -> Vec<String> {
-        self.loosenings.clone()
+    /// What confines the container (runtime, seccomp, AppArmor...), as
+    /// the engine reported it at start.
+    pub fn security(&self) -> Option<&SandboxSecurity> {
+        self.security.as_ref()
     }
 
     /// Copies the content of the host directory `host` into the existing
@@ -431,11 +447,22 @@ impl Executor for DockerExecutor {
             idle_pid: self.idle_pid,
             memory_bytes: self.memory_bytes,
             pids_limit: self.pids_limit,
+            nproc: self.nproc,
             workdir: &self.workdir,
             env: &self.env,
             redactor: &self.redactor,
         };
         run::run(&target, &req, &mut oom_seen).await
+    }
+
+    fn loosenings(&self) -> Vec<String> {
+        self.loosenings.clone()
+    }
+
+    fn sandbox_security(&self) -> Option<serde_json::Value> {
+        self.security
+            .as_ref()
+            .and_then(|s| serde_json::to_value(s).ok())
     }
 
     async fn shutdown(&self) -> Result<(), ExecError> {

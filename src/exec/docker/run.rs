@@ -31,6 +31,9 @@ pub struct Target<'a> {
     pub idle_pid: Option<u32>,
     pub memory_bytes: i64,
     pub pids_limit: i64,
+    /// RLIMIT_NPROC the command lowers itself to first (gVisor), leaving
+    /// the container's headroom to the kill protocol's exec.
+    pub nproc: Option<i64>,
     /// Where commands start.
     pub workdir: &'a str,
     /// The command environment (`K=V`), given to each exec.
@@ -82,6 +85,14 @@ pub async fn run(
     // The first failure to write the full-output file; reading goes on so
     // the exec's stream never backs up, and the error is reported at the end.
     let mut tee_err: Option<std::io::Error> = None;
+    let launch = match t.nproc {
+        // bash and busybox spell it -u, dash -p.
+        Some(n) => format!(
+            "{{ ulimit -u {n} || ulimit -p {n}; }} 2>/dev/null || \
+             {{ echo 'runner: cannot limit the number of processes' >&2; exit 126; }}; {LAUNCH}"
+        ),
+        None => LAUNCH.to_string(),
+    };
     let created = call(
         "create exec",
         short(t.id),
@@ -89,7 +100,7 @@ pub async fn run(
         t.docker.create_exec(
             t.id,
             CreateExecOptions {
-                cmd: Some(vec!["sh", "-c", LAUNCH, "runner", req.command.as_str()]),
+                cmd: Some(vec!["sh", "-c", &launch, "runner", req.command.as_str()]),
                 attach_stdout: Some(true),
                 attach_stderr: Some(true),
                 user: Some(t.user),
