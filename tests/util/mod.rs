@@ -11,6 +11,7 @@ use serde_json::Value;
 /// A scratch directory to run `runner` in, with its own `runs/`.
 pub struct Dir {
     pub tmp: tempfile::TempDir,
+    home: tempfile::TempDir,
 }
 
 impl Dir {
@@ -20,11 +21,22 @@ impl Dir {
                 .prefix("runner-test-")
                 .tempdir()
                 .expect("create a temp dir"),
+            home: tempfile::Builder::new()
+                .prefix("runner-test-home-")
+                .tempdir()
+                .expect("create a temp HOME"),
         }
     }
 
     pub fn path(&self) -> &Path {
         self.tmp.path()
+    }
+
+    /// The HOME of runner in this directory's runs: a directory of its own
+    /// beside this one (runner refuses its home as a workspace, and a test
+    /// may use this directory as one).
+    pub fn home(&self) -> PathBuf {
+        self.home.path().to_path_buf()
     }
 
     /// Writes a file relative to the directory.
@@ -42,7 +54,9 @@ impl Dir {
         c.current_dir(self.path())
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.path())
+            // A home of its own, beside (not equal to) the directory a test
+            // may use as the workspace: runner refuses the home itself.
+            .env("HOME", self.home())
             .env("NO_COLOR", "1")
             .stdin(Stdio::null());
         c
@@ -56,10 +70,17 @@ impl Dir {
         c
     }
 
-    /// The single run directory under `runs/`.
+    /// The single run directory: under `runs/` here, or, when this
+    /// directory was the workspace, in runner's state directory in HOME.
     pub fn run_dir(&self) -> PathBuf {
-        let mut dirs: Vec<_> = std::fs::read_dir(self.path().join("runs"))
-            .expect("runs/ exists")
+        let here = self.path().join("runs");
+        let base = if here.exists() {
+            here
+        } else {
+            self.home().join(".local/state/runner/runs")
+        };
+        let mut dirs: Vec<_> = std::fs::read_dir(&base)
+            .unwrap_or_else(|e| panic!("{} exists: {e}", base.display()))
             .flatten()
             .map(|e| e.path())
             .collect();
