@@ -67,7 +67,7 @@ impl AppError {
     /// What the user can do about it.
     pub fn hint(&self) -> Option<String> {
         Some(match self {
-            AppError::Model(e) => return e.hint(),
+            AppError::Model(e) => return e.hint().map(|h| crate::hints::model(&h)),
             AppError::Config(e) => return e.hint().map(str::to_string),
             AppError::Exec(ExecError::DockerUnavailable { .. }) => {
                 "start the Docker daemon (or set DOCKER_HOST); --executor local runs without a sandbox".into()
