@@ -67,7 +67,7 @@ impl AppError {
     /// What the user can do about it.
     pub fn hint(&self) -> Option<String> {
         Some(match self {
-            AppError::Model(e) => return e.hint(),
+            AppError::Model(e) => return e.hint().map(|h| crate::hints::model(&h)),
             AppError::Config(e) => return e.hint().map(str::to_string),
             AppError::Exec(e) => return e.hint(),
             AppError::NoTask => "pass the task as an argument, or `-` to read it from stdin".into(),

@@ -14,6 +14,7 @@ pub mod eval;
 pub mod event;
 pub mod exec;
 pub mod gc;
+pub mod hints;
 pub mod hostfs;
 pub mod model;
 pub mod prompt;

@@ -7,12 +7,24 @@ mod util;
 use common::fake_model::{FakeResponse, FakeServer};
 use util::{Dir, of_type, outcome, run};
 
+/// The workspace of these runs: a directory of the test's own, not the
+/// test's HOME (runner refuses a home directory as a workspace) and not
+/// holding `runs/` (a run directory must lie outside the workspace).
+const WS: &str = "ws";
+
+fn workspace(d: &Dir) -> std::path::PathBuf {
+    let ws = d.path().join(WS);
+    std::fs::create_dir_all(&ws).expect("create the workspace");
+    ws
+}
+
 fn anthropic_run(d: &Dir, server: &FakeServer, extra: &[&str]) -> util::Ran {
+    workspace(d);
     run(d
         .runner()
         .env("ANTHROPIC_BASE_URL", server.url())
         .env("ANTHROPIC_API_KEY", "sk-ant-fake-key-123456")
-        .args(["--executor", "local", "--json", "--workspace", "."])
+        .args(["--executor", "local", "--json", "--workspace", WS])
         .args(extra)
         .arg("create hello.txt and check it"))
 }
@@ -38,7 +50,7 @@ fn anthropic_multi_step_tool_loop_completes() {
     assert_eq!(outcome(&events), "completed");
     assert_eq!(of_type(&events, "tool_result").len(), 3);
     assert_eq!(
-        std::fs::read_to_string(d.path().join("hello.txt"))
+        std::fs::read_to_string(d.path().join(WS).join("hello.txt"))
             .ok()
             .as_deref(),
         Some("hi\n")
@@ -76,6 +88,7 @@ fn openai_multi_step_tool_loop_completes() {
         FakeResponse::openai_tool_call("call_2", "bash", r#"{"command":"cat hello.txt"}"#),
         FakeResponse::openai_text("done"),
     ]);
+    workspace(&d);
     let r = run(d
         .runner()
         .env("OPENAI_BASE_URL", server.openai_url())
@@ -89,12 +102,12 @@ fn openai_multi_step_tool_loop_completes() {
             "local",
             "--json",
             "--workspace",
-            ".",
+            WS,
         ])
         .arg("create hello.txt"));
     r.expect_code(0);
     assert_eq!(outcome(&r.events()), "completed");
-    assert!(d.path().join("hello.txt").exists());
+    assert!(d.path().join(WS).join("hello.txt").exists());
     server.assert_protocol_ok();
     server.assert_all_served();
     assert_eq!(
@@ -202,4 +215,121 @@ fn prompt_too_long_trims_old_outputs_and_retries_once() {
     let body = reqs[3].body.to_string();
     assert!(body.contains("elided:"), "old output elided");
     assert!(body.contains(&"x".repeat(3000)), "newest output kept");
+}
+
+/// A streamed `pause_turn` as the API sends one while a server tool runs:
+/// a thinking block (thinking and signature deltas), text, a server tool
+/// call (its input in JSON deltas), the tool's result and a redacted
+/// thinking block. Returns the events and the blocks they assemble to.
+fn paused_turn_with_server_tools() -> (Vec<serde_json::Value>, serde_json::Value) {
+    use serde_json::json;
+    let result = json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01Abc",
+        "content": [{"type": "web_search_result", "url": "https://example.com/rust",
+                     "title": "Rust", "encrypted_content": "EqgfCioIARgBIiQ3YTAw", "page_age": null}]});
+    let redacted = json!({"type": "redacted_thinking",
+        "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"});
+    let delta = |i: u64, d: serde_json::Value| json!({"type": "content_block_delta", "index": i, "delta": d});
+    let start = |i: u64, b: &serde_json::Value| json!({"type": "content_block_start", "index": i, "content_block": b});
+    let stop = |i: u64| json!({"type": "content_block_stop", "index": i});
+    let events = vec![
+        json!({"type": "message_start", "message": {"id": "msg_p", "type": "message",
+            "role": "assistant", "model": "claude-fake", "content": [], "stop_reason": null,
+            "usage": {"input_tokens": 50, "output_tokens": 1}}}),
+        start(
+            0,
+            &json!({"type": "thinking", "thinking": "", "signature": ""}),
+        ),
+        delta(
+            0,
+            json!({"type": "thinking_delta", "thinking": "I should search "}),
+        ),
+        json!({"type": "ping"}),
+        delta(
+            0,
+            json!({"type": "thinking_delta", "thinking": "the web first."}),
+        ),
+        delta(
+            0,
+            json!({"type": "signature_delta", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3h"}),
+        ),
+        stop(0),
+        start(1, &json!({"type": "text", "text": ""})),
+        delta(1, json!({"type": "text_delta", "text": "Searching."})),
+        stop(1),
+        start(
+            2,
+            &json!({"type": "server_tool_use", "id": "srvtoolu_01Abc", "name": "web_search", "input": {}}),
+        ),
+        delta(2, json!({"type": "input_json_delta", "partial_json": ""})),
+        delta(
+            2,
+            json!({"type": "input_json_delta", "partial_json": "{\"query\": \"ru"}),
+        ),
+        delta(
+            2,
+            json!({"type": "input_json_delta", "partial_json": "st\"}"}),
+        ),
+        stop(2),
+        start(3, &result),
+        stop(3),
+        start(4, &redacted),
+        stop(4),
+        json!({"type": "message_delta", "delta": {"stop_reason": "pause_turn", "stop_sequence": null},
+            "usage": {"output_tokens": 30, "server_tool_use": {"web_search_requests": 1}}}),
+        json!({"type": "message_stop"}),
+    ];
+    let blocks = json!([
+        {"type": "thinking", "thinking": "I should search the web first.",
+         "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3h"},
+        {"type": "text", "text": "Searching."},
+        {"type": "server_tool_use", "id": "srvtoolu_01Abc", "name": "web_search",
+         "input": {"query": "rust"}},
+        result,
+        redacted,
+    ]);
+    (events, blocks)
+}
+
+#[test]
+fn a_paused_turn_goes_back_verbatim_with_its_thinking_and_server_tool_blocks() {
+    let d = Dir::new();
+    let (events, blocks) = paused_turn_with_server_tools();
+    let server = FakeServer::start_blocking(vec![
+        FakeResponse::anthropic_sse(events).chunked(7),
+        FakeResponse::anthropic_text("Rust is a language."),
+    ]);
+    let r = anthropic_run(&d, &server, &[]);
+    r.expect_code(0);
+    server.assert_protocol_ok();
+    server.assert_all_served();
+    // The continuation ends with the paused turn, every block as received.
+    let reqs = server.requests();
+    let msgs = reqs[1].body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let last = msgs.last().cloned().unwrap_or_default();
+    assert_eq!(last["role"], "assistant", "{}", r.explain());
+    assert_eq!(
+        last["content"],
+        blocks,
+        "the paused turn did not go back verbatim:\n{}",
+        serde_json::to_string_pretty(&last["content"]).unwrap_or_default()
+    );
+    // The trajectory keeps them too, so a run can be replayed from it.
+    let traj = d.trajectory();
+    let replies = of_type(&traj, "model_reply");
+    assert_eq!(replies[0]["stop_reason"], "pause_turn");
+    let recorded = replies[0]["message"]["content"].to_string();
+    for needle in [
+        "EqQBCgIYAhIM1gbcDa9GJwZA2b3h",
+        "srvtoolu_01Abc",
+        "EmwKAhgBEgy3va3pzix",
+    ] {
+        assert!(
+            recorded.contains(needle),
+            "{needle} missing from {recorded}"
+        );
+    }
+    assert_eq!(outcome(&traj), "completed");
 }

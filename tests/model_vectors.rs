@@ -430,14 +430,53 @@ async fn v23_text_editor_view() {
 }
 
 #[tokio::test]
-async fn v09_pause_turn_keeps_text_and_skips_server_tool_blocks() {
+async fn v09_pause_turn_goes_back_verbatim_with_thinking_and_server_tool_blocks() {
     let ex = exchanges("09_anthropic_pause_turn.json");
-    let (r, _, _s) = one_call(Api::Anthropic, "m", vec![ex[0].response.clone()]).await;
+    let recorded =
+        load("09_anthropic_pause_turn.json")["interactions"][0]["response"]["body"]["content"]
+            .clone();
+    let kinds: Vec<&str> = recorded
+        .as_array()
+        .map(|a| a.iter().filter_map(|b| b["type"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(kinds.contains(&"thinking") && kinds.contains(&"server_tool_use"));
+    assert!(kinds.contains(&"web_search_tool_result"));
+    // The paused turn, then its continuation (the recording has only the
+    // first; the second answer is ours).
+    let server = FakeServer::start(vec![
+        ex[0].response.clone(),
+        FakeResponse::anthropic_text("summary"),
+    ])
+    .await;
+    let model = anthropic_model(&server, "claude-sonnet-4-5");
+    let mut msgs = anthropic_messages(&ex[0].request["messages"]);
+    let (r, _) = call(&model, "", &msgs, &[]).await;
     let r = r.expect("reply");
     assert_eq!(r.stop_reason, StopReason::PauseTurn);
     assert_eq!(r.usage.input_tokens, 401_468);
-    assert_eq!(r.message.tool_calls().count(), 0);
-    assert!(!r.message.text().is_empty());
+    assert_eq!(
+        r.message.tool_calls().count(),
+        0,
+        "server tools are not ours to run"
+    );
+    assert!(r.message.text().starts_with("I'll run these searches"));
+    // As the API asks: the paused reply goes back as the last message.
+    msgs.push(r.message.clone());
+    let (r2, _) = call(&model, "", &msgs, &[]).await;
+    assert_eq!(r2.expect("continuation").message.text(), "summary");
+    let sent = server.requests()[1].body["messages"][1].clone();
+    assert_eq!(sent["role"], "assistant");
+    assert!(
+        sent["content"] == recorded,
+        "the paused turn did not go back verbatim: sent {} blocks {:?}, received {} blocks {:?}",
+        sent["content"].as_array().map_or(0, Vec::len),
+        sent["content"]
+            .as_array()
+            .map(|a| a.iter().map(|b| b["type"].clone()).collect::<Vec<_>>()),
+        kinds.len(),
+        kinds
+    );
+    server.assert_protocol_ok();
 }
 
 #[tokio::test]

@@ -22,6 +22,8 @@ pub fn estimate_tokens(system: &str, messages: &[Message], tools_bytes: usize) -
                 Block::Text { text } => text.len(),
                 Block::ToolUse { input, .. } => input.to_string().len() + 32,
                 Block::ToolResult { content, .. } => content.len() + 32,
+                // Thinking and server tool results count like any input.
+                Block::Opaque { value, .. } => value.to_string().len(),
             };
         }
     }

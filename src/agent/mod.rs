@@ -103,7 +103,7 @@ impl RunEnd {
 
     fn model_error(e: &ModelError) -> Self {
         RunEnd {
-            hint: e.hint(),
+            hint: e.hint().map(|h| crate::hints::model(&h)),
             ..RunEnd::error(e.to_string())
         }
     }

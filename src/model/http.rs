@@ -20,8 +20,8 @@ pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 15;
 pub const DEFAULT_IDLE_READ_TIMEOUT_SECS: u64 = 300;
 /// The most of an error body we keep.
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
-/// The most of a non-streaming success body we accept.
-const MAX_JSON_BODY_BYTES: usize = 64 * 1024 * 1024;
+/// The most of a success body we accept, whole or streamed.
+pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 /// Per-request time limits of an HTTP model client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,7 +91,8 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+/// Body chunks; a failure is already worded (its error chain on one line).
+type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, String>> + Send>>;
 
 /// A response body read chunk by chunk, each wait bounded by the idle
 /// timeout.
@@ -103,8 +104,17 @@ pub(crate) struct BodyReader {
 impl BodyReader {
     /// Wraps a response whose head has arrived.
     pub(crate) fn new(resp: reqwest::Response, idle: Duration) -> Self {
+        BodyReader::from_stream(resp.bytes_stream(), idle)
+    }
+
+    /// Wraps any stream of body chunks (a response's, or a test's).
+    pub(crate) fn from_stream<S, E>(stream: S, idle: Duration) -> Self
+    where
+        S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+        E: std::error::Error,
+    {
         BodyReader {
-            stream: Box::pin(resp.bytes_stream()),
+            stream: Box::pin(stream.map(|r| r.map_err(|e| error_chain(&e)))),
             idle,
         }
     }
@@ -119,9 +129,9 @@ impl BodyReader {
                 retryable: true,
             }),
             Ok(None) => Ok(None),
-            Ok(Some(Err(e))) => Err(ModelError::StreamError {
+            Ok(Some(Err(message))) => Err(ModelError::StreamError {
                 kind: "connection".into(),
-                message: error_chain(&e),
+                message,
                 retryable: true,
             }),
             Ok(Some(Ok(b))) => Ok(Some(b)),
@@ -160,10 +170,10 @@ pub(crate) async fn read_json_body(
     idle: Duration,
 ) -> Result<Value, ModelError> {
     let mut r = BodyReader::new(resp, idle);
-    let (text, truncated) = r.read_limited(MAX_JSON_BODY_BYTES).await?;
+    let (text, truncated) = r.read_limited(MAX_BODY_BYTES).await?;
     if truncated {
         return Err(ModelError::Protocol(format!(
-            "response body larger than {MAX_JSON_BODY_BYTES} bytes"
+            "response body larger than {MAX_BODY_BYTES} bytes"
         )));
     }
     serde_json::from_str(&text).map_err(|e| {

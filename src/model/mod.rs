@@ -2,6 +2,7 @@
 //! provider-neutral conversation types every provider maps to and from.
 
 pub mod anthropic;
+mod event_stream;
 pub mod http;
 pub mod openai;
 pub mod pricing;
@@ -26,9 +27,9 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Block {
-    Text {
-        text: String,
-    },
+    /// Plain text, the model's or the user's.
+    Text { text: String },
+    /// A call of one of the loop's tools.
     ToolUse {
         id: String,
         name: String,
@@ -38,12 +39,19 @@ pub enum Block {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         raw_input: Option<String>,
     },
+    /// What one tool call returned.
     ToolResult {
         tool_use_id: String,
         content: String,
         #[serde(default)]
         is_error: bool,
     },
+    /// A block the loop neither reads nor runs (Anthropic `thinking`,
+    /// `redacted_thinking`, `server_tool_use`, `web_search_tool_result`...),
+    /// kept exactly as `provider` sent it: such a block must go back
+    /// unchanged (a thinking signature covers its text; a paused server
+    /// tool continues from its call), and only to the provider that made it.
+    Opaque { provider: String, value: Value },
 }
 
 /// One turn of the conversation.
@@ -126,8 +134,10 @@ pub enum StopReason {
 }
 
 impl StopReason {
-    /// Maps an Anthropic `stop_reason` string.
-    pub fn from_anthropic(s: &str) -> Self {
+    /// The reason named as the trajectory names it (`end_turn`,
+    /// `tool_use`, `pause_turn`...); any other name is `Other`. Vendor
+    /// names are mapped by each client.
+    pub fn from_name(s: &str) -> Self {
         match s {
             "end_turn" => StopReason::EndTurn,
             "stop_sequence" => StopReason::StopSequence,
@@ -136,17 +146,6 @@ impl StopReason {
             "refusal" => StopReason::Refusal,
             "max_tokens" => StopReason::MaxTokens,
             "model_context_window_exceeded" => StopReason::ModelContextWindowExceeded,
-            other => StopReason::Other(other.to_string()),
-        }
-    }
-
-    /// Maps an OpenAI `finish_reason` string.
-    pub fn from_openai(s: &str) -> Self {
-        match s {
-            "stop" => StopReason::EndTurn,
-            "tool_calls" | "function_call" => StopReason::ToolUse,
-            "length" => StopReason::MaxTokens,
-            "content_filter" => StopReason::Refusal,
             other => StopReason::Other(other.to_string()),
         }
     }
@@ -276,24 +275,17 @@ impl ModelError {
     }
 
     /// What the user can do about this error, when there is something.
-    pub fn hint(&self) -> Option<String> {
+    /// The front end words it (it knows its flags; this layer does not).
+    pub fn hint(&self) -> Option<Hint> {
         Some(match self {
-            ModelError::MissingKey { var } => {
-                format!("export {var}=..., or try without a key: --provider scripted --script FILE")
-            }
-            ModelError::Unauthorized { var, .. } => {
-                format!("check that {var} holds a valid key for this API")
-            }
-            ModelError::ModelNotFound { .. } => {
-                "check --model (or RUNNER_MODEL) against the provider's model list".into()
-            }
-            ModelError::Unreachable { .. } => {
-                "check --base-url (or ANTHROPIC_BASE_URL / OPENAI_BASE_URL) and the network".into()
-            }
+            ModelError::MissingKey { var } => Hint::SetApiKey { var },
+            ModelError::Unauthorized { var, .. } => Hint::CheckApiKey { var },
+            ModelError::ModelNotFound { model, .. } => Hint::CheckModelName {
+                model: model.clone(),
+            },
+            ModelError::Unreachable { url, .. } => Hint::CheckBaseUrl { url: url.clone() },
             ModelError::RetriesExhausted { last, .. } => {
-                return last.hint().or_else(|| {
-                    Some("the API kept failing; try again later or raise --max-time".into())
-                });
+                return last.hint().or(Some(Hint::TryLater));
             }
             _ => return None,
         })
@@ -306,6 +298,25 @@ impl ModelError {
             _ => None,
         }
     }
+}
+
+/// What the user can do about a [`ModelError`], as data: the front end
+/// renders it with its own flag names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hint {
+    /// No key: set the environment variable `var` (or use a model that
+    /// needs none).
+    SetApiKey { var: &'static str },
+    /// The API refused the key in `var`.
+    CheckApiKey { var: &'static str },
+    /// The API does not know the configured model name.
+    CheckModelName { model: String },
+    /// The API at `url` did not answer: check the configured base URL and
+    /// the network.
+    CheckBaseUrl { url: String },
+    /// The API kept failing with errors worth retrying: try later, or allow
+    /// the run more time.
+    TryLater,
 }
 
 /// A language model the loop can talk to.
@@ -321,4 +332,51 @@ pub trait Model: Send + Sync {
         req: ModelRequest<'_>,
         progress: ProgressSink<'_>,
     ) -> Result<ModelReply, ModelError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn opaque_blocks_are_recorded_and_read_back_whole_and_are_neither_text_nor_calls() {
+        let value = json!({"type": "thinking", "thinking": "hm", "signature": "EsQD"});
+        let m = Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::Opaque {
+                    provider: "anthropic".into(),
+                    value: value.clone(),
+                },
+                Block::Text { text: "hi".into() },
+            ],
+        };
+        let recorded = serde_json::to_value(&m).expect("serializes");
+        assert_eq!(
+            recorded["content"][0],
+            json!({"type": "opaque", "provider": "anthropic", "value": value})
+        );
+        let back: Message = serde_json::from_value(recorded).expect("reads back");
+        assert_eq!(back, m);
+        assert_eq!(m.text(), "hi");
+        assert_eq!(m.tool_calls().count(), 0);
+    }
+
+    #[test]
+    fn stop_reasons_by_their_trajectory_names() {
+        for r in [
+            StopReason::EndTurn,
+            StopReason::StopSequence,
+            StopReason::ToolUse,
+            StopReason::PauseTurn,
+            StopReason::Refusal,
+            StopReason::MaxTokens,
+            StopReason::ModelContextWindowExceeded,
+        ] {
+            let name = serde_json::to_value(&r).expect("serializes");
+            assert_eq!(StopReason::from_name(name.as_str().unwrap_or("")), r);
+        }
+        assert_eq!(StopReason::from_name("x"), StopReason::Other("x".into()));
+    }
 }

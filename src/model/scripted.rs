@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `text` | assistant text (optional) |
 //! | `tool_calls` | list of `{"name", "input"}`, or `{"name", "raw_input"}` to send input that is not valid JSON; optional `id` |
-//! | `stop_reason` | Anthropic-style reason; default `tool_use` with calls, else `end_turn` |
+//! | `stop_reason` | a reason as the trajectory names it (`end_turn`, `tool_use`, `pause_turn`, `max_tokens`, `refusal`, ...); default `tool_use` with calls, else `end_turn` |
 //! | `usage` | `{"input_tokens", "output_tokens", ...}`; default all zero |
 //! | `expect` | a string the previous tool results must contain, else the run fails |
 //! | `delay_ms` | wait this long before answering (to test interrupts) |
@@ -178,41 +178,49 @@ impl Model for ScriptedModel {
         if let Some(message) = &turn.panic {
             panic!("{message}");
         }
-        let mut content = Vec::new();
         if let Some(text) = &turn.text {
             progress(ModelProgress::TextDelta { text: text.clone() });
-            content.push(Block::Text { text: text.clone() });
-        }
-        for (i, call) in turn.tool_calls.iter().enumerate() {
-            let (input, raw_input) = match (&call.input, &call.raw_input) {
-                (Some(v), _) => (v.clone(), None),
-                (None, raw) => (Value::Object(Default::default()), raw.clone()),
-            };
-            content.push(Block::ToolUse {
-                id: call
-                    .id
-                    .clone()
-                    .unwrap_or_else(|| format!("toolu_script_{}_{}", index + 1, i + 1)),
-                name: call.name.clone(),
-                input,
-                raw_input,
-            });
         }
         let stop_reason = match &turn.stop_reason {
-            Some(s) => StopReason::from_anthropic(s),
+            Some(s) => StopReason::from_name(s),
             None if turn.tool_calls.is_empty() => StopReason::EndTurn,
             None => StopReason::ToolUse,
         };
         Ok(ModelReply {
             message: Message {
                 role: Role::Assistant,
-                content,
+                content: content(turn, index),
             },
             stop_reason,
             usage: turn.usage.unwrap_or_default(),
             model: Some("scripted".into()),
         })
     }
+}
+
+/// The blocks of turn number `index` (0-based): its text, then its calls,
+/// each with its own id or a generated one unique in the script.
+fn content(turn: &ScriptedTurn, index: usize) -> Vec<Block> {
+    let mut content = Vec::new();
+    if let Some(text) = &turn.text {
+        content.push(Block::Text { text: text.clone() });
+    }
+    for (i, call) in turn.tool_calls.iter().enumerate() {
+        let (input, raw_input) = match (&call.input, &call.raw_input) {
+            (Some(v), _) => (v.clone(), None),
+            (None, raw) => (Value::Object(Default::default()), raw.clone()),
+        };
+        content.push(Block::ToolUse {
+            id: call
+                .id
+                .clone()
+                .unwrap_or_else(|| format!("toolu_script_{}_{}", index + 1, i + 1)),
+            name: call.name.clone(),
+            input,
+            raw_input,
+        });
+    }
+    content
 }
 
 #[cfg(test)]

@@ -30,6 +30,9 @@ pub struct SseDecoder {
     data: Vec<String>,
     id: Option<String>,
     has_field: bool,
+    /// Bytes of the current event's field lines so far (see
+    /// [`SseDecoder::pending_bytes`]).
+    field_bytes: usize,
 }
 
 impl SseDecoder {
@@ -60,6 +63,13 @@ impl SseDecoder {
         out
     }
 
+    /// Bytes held for the event not yet dispatched: its field lines and
+    /// the unterminated line. The caller bounds it (a server that never
+    /// ends a line or an event must not grow this without limit).
+    pub fn pending_bytes(&self) -> usize {
+        self.field_bytes.saturating_add(self.line.len())
+    }
+
     /// Ends the stream: a last event without its blank line is still
     /// dispatched (servers that close right after the data line exist).
     pub fn finish(&mut self) -> Option<SseEvent> {
@@ -83,6 +93,7 @@ impl SseDecoder {
         if line.starts_with(':') {
             return;
         }
+        self.field_bytes = self.field_bytes.saturating_add(bytes.len());
         let (field, value) = match line.find(':') {
             Some(i) => {
                 let v = &line[i + 1..];
@@ -109,6 +120,7 @@ impl SseDecoder {
     }
 
     fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
+        self.field_bytes = 0;
         if !self.has_field {
             return;
         }
@@ -186,6 +198,15 @@ mod tests {
     fn last_event_without_blank_line_is_kept() {
         assert_eq!(all(&[b"data: [DONE]"]), vec![ev(None, "[DONE]")]);
         assert_eq!(all(&[b"data: [DONE]\n"]), vec![ev(None, "[DONE]")]);
+    }
+
+    #[test]
+    fn pending_bytes_count_the_unfinished_event_only() {
+        let mut d = SseDecoder::new();
+        assert!(d.push(b": comment\nevent: e\ndata: 12345").is_empty());
+        assert_eq!(d.pending_bytes(), "event: e".len() + "data: 12345".len());
+        assert_eq!(d.push(b"\n\n").len(), 1);
+        assert_eq!(d.pending_bytes(), 0);
     }
 
     #[test]

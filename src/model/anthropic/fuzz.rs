@@ -5,7 +5,8 @@
 use proptest::prelude::*;
 use serde_json::Value;
 
-use super::stream::{StreamState, reply_from_json};
+use super::reply::reply_from_json;
+use super::stream::StreamState;
 use crate::arbitrary_json::{json, string};
 use crate::model::{ModelProgress, Usage};
 

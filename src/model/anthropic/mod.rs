@@ -2,16 +2,19 @@
 
 #[cfg(test)]
 mod fuzz;
+mod reply;
 mod request;
 mod stream;
+
+pub use reply::PROVIDER;
 
 use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 
+use super::event_stream;
 use super::http::ApiConfig;
 use super::http::{self, BodyReader, ErrorBody, HttpTimeouts};
 use super::retry::{RetryPolicy, retry_after_ms, status_is_retryable};
-use super::sse::SseDecoder;
 use super::{Model, ModelError, ModelReply, ModelRequest, ProgressSink};
 
 /// The public API endpoint.
@@ -80,24 +83,10 @@ impl AnthropicModel {
         }
         if http::is_json(&resp) {
             let v = http::read_json_body(resp, idle).await?;
-            return stream::reply_from_json(&v);
+            return reply::reply_from_json(&v);
         }
-        let mut reader = BodyReader::new(resp, idle);
-        let mut decoder = SseDecoder::new();
         let mut state = stream::StreamState::default();
-        while let Some(chunk) = reader.next_chunk().await? {
-            for ev in decoder.push(&chunk) {
-                state.handle(ev.event.as_deref(), &ev.data, progress)?;
-            }
-            if state.is_done() {
-                break;
-            }
-        }
-        if !state.is_done()
-            && let Some(ev) = decoder.finish()
-        {
-            state.handle(ev.event.as_deref(), &ev.data, progress)?;
-        }
+        event_stream::read(&mut BodyReader::new(resp, idle), &mut state, progress).await?;
         state.finish()
     }
 }

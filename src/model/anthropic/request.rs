@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::reply::PROVIDER;
 use crate::model::{Block, Message, ModelRequest, Role};
 
 /// The Messages API request body for `req`, streaming on.
@@ -59,7 +60,7 @@ fn message(m: &Message) -> Value {
         .content
         .iter()
         .filter(|b| !matches!(b, Block::Text { text } if text.is_empty()))
-        .map(block)
+        .filter_map(block)
         .collect();
     if content.is_empty() {
         content.push(json!({"type": "text", "text": "(empty)"}));
@@ -67,8 +68,9 @@ fn message(m: &Message) -> Value {
     json!({"role": role, "content": content})
 }
 
-fn block(b: &Block) -> Value {
-    match b {
+/// The API form of one block; `None` for a block another provider made.
+fn block(b: &Block) -> Option<Value> {
+    Some(match b {
         Block::Text { text } => json!({"type": "text", "text": text}),
         Block::ToolUse {
             id,
@@ -94,7 +96,11 @@ fn block(b: &Block) -> Value {
             "content": content,
             "is_error": is_error,
         }),
-    }
+        // Exactly as received: a thinking block's signature covers it, and
+        // a paused server tool call continues from it.
+        Block::Opaque { provider, value } if provider == PROVIDER => value.clone(),
+        Block::Opaque { .. } => return None,
+    })
 }
 
 #[cfg(test)]
@@ -210,5 +216,42 @@ mod tests {
         assert_eq!(u[1]["tool_use_id"], "t2");
         assert_eq!(u[1]["is_error"], json!(true));
         assert_eq!(u[1]["cache_control"]["type"], "ephemeral");
+    }
+
+    #[test]
+    fn opaque_blocks_go_back_verbatim_and_only_to_their_provider() {
+        let thinking = json!({"type":"thinking","thinking":"hm","signature":"EsQD"});
+        let server = json!({"type":"server_tool_use","id":"srvtoolu_1","name":"web_search",
+            "input":{"query":"q"}});
+        let opaque = |provider: &str, value: &Value| Block::Opaque {
+            provider: provider.into(),
+            value: value.clone(),
+        };
+        let msgs = vec![
+            Message::user_text("go"),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    opaque(PROVIDER, &thinking),
+                    Block::Text { text: "ok".into() },
+                    opaque("other", &json!({"type":"reasoning","encrypted":"x"})),
+                    opaque(PROVIDER, &server),
+                ],
+            },
+            Message {
+                role: Role::Assistant,
+                content: vec![opaque("other", &json!({"type":"reasoning"}))],
+            },
+        ];
+        let body = build_body("m", &req("", &msgs, &[]));
+        assert_eq!(
+            body["messages"][1]["content"],
+            json!([thinking, {"type":"text","text":"ok"}, server])
+        );
+        // Nothing left: the placeholder the API accepts.
+        assert_eq!(
+            body["messages"][2]["content"],
+            json!([{"type":"text","text":"(empty)"}])
+        );
     }
 }

@@ -1,12 +1,14 @@
-//! Assembles an Anthropic Messages reply from its SSE events, or from a
-//! whole JSON message when a server answers without streaming.
+//! Assembles an Anthropic Messages reply from its SSE events.
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
+use super::reply::{merge_usage, opaque, stop_reason, text_of, tool_use};
+use crate::model::event_stream::EventParser;
+use crate::model::sse::SseEvent;
 use crate::model::{
-    Block, Message, ModelError, ModelProgress, ModelReply, ProgressSink, Role, StopReason, Usage,
+    Block, Message, ModelError, ModelProgress, ModelReply, ProgressSink, Role, Usage,
 };
 
 /// A content block being streamed.
@@ -20,8 +22,14 @@ enum Partial {
         start_input: Value,
         json: String,
     },
-    /// Thinking, server tool use and other blocks this runner does not keep.
-    Ignored,
+    /// Thinking, server tool use and result blocks, and kinds added later:
+    /// the `content_block_start` object with its deltas applied, to go
+    /// back as the API sent it.
+    Opaque {
+        block: Map<String, Value>,
+        /// `input_json_delta` pieces (a server tool call's input).
+        json: String,
+    },
 }
 
 /// The state of one streamed message.
@@ -43,12 +51,17 @@ fn stream_error_is_retryable(kind: &str) -> bool {
     )
 }
 
-impl StreamState {
-    /// Whether `message_stop` arrived.
-    pub(crate) fn is_done(&self) -> bool {
-        self.stopped
+impl EventParser for StreamState {
+    fn event(&mut self, ev: &SseEvent, progress: ProgressSink<'_>) -> Result<(), ModelError> {
+        self.handle(ev.event.as_deref(), &ev.data, progress)
     }
 
+    fn is_done(&self) -> bool {
+        self.stopped
+    }
+}
+
+impl StreamState {
     /// Handles one SSE event. Unknown event types are ignored, as the API
     /// versioning policy asks.
     pub(crate) fn handle(
@@ -80,45 +93,10 @@ impl StreamState {
                 merge_usage(&mut self.usage, &msg["usage"]);
             }
             "content_block_start" => {
-                let index = index_of(&v)?;
-                let b = &v["content_block"];
-                let partial = match b["type"].as_str() {
-                    Some("text") => Partial::Text(b["text"].as_str().unwrap_or("").to_string()),
-                    Some("tool_use") => Partial::ToolUse {
-                        id: b["id"].as_str().unwrap_or("").to_string(),
-                        name: b["name"].as_str().unwrap_or("").to_string(),
-                        start_input: b.get("input").cloned().unwrap_or_else(|| json!({})),
-                        json: String::new(),
-                    },
-                    _ => Partial::Ignored,
-                };
-                self.blocks.insert(index, partial);
+                self.blocks
+                    .insert(index_of(&v)?, partial(&v["content_block"]));
             }
-            "content_block_delta" => {
-                let index = index_of(&v)?;
-                let d = &v["delta"];
-                match (self.blocks.get_mut(&index), d["type"].as_str()) {
-                    (Some(Partial::Text(t)), Some("text_delta")) => {
-                        let piece = d["text"].as_str().unwrap_or("");
-                        t.push_str(piece);
-                        if !piece.is_empty() {
-                            progress(ModelProgress::TextDelta {
-                                text: piece.to_string(),
-                            });
-                        }
-                    }
-                    (Some(Partial::ToolUse { json, .. }), Some("input_json_delta")) => {
-                        json.push_str(d["partial_json"].as_str().unwrap_or(""));
-                    }
-                    (None, _) => {
-                        return Err(ModelError::Protocol(format!(
-                            "delta for block {index} that never started"
-                        )));
-                    }
-                    // Thinking, signature and citation deltas are not kept.
-                    _ => {}
-                }
-            }
+            "content_block_delta" => self.delta(index_of(&v)?, &v["delta"], progress)?,
             "message_delta" => {
                 if let Some(r) = v["delta"]["stop_reason"].as_str() {
                     self.stop_reason = Some(r.to_string());
@@ -128,7 +106,7 @@ impl StreamState {
             "message_stop" => self.stopped = true,
             "error" => {
                 let kind = v["error"]["type"].as_str().unwrap_or("unknown").to_string();
-                let message = v["error"]["message"].as_str().unwrap_or("").to_string();
+                let message = text_of(&v["error"], "message");
                 return Err(ModelError::StreamError {
                     retryable: stream_error_is_retryable(&kind),
                     kind,
@@ -136,6 +114,47 @@ impl StreamState {
                 });
             }
             // content_block_stop, ping and event types added later.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Applies one `content_block_delta` to its block.
+    fn delta(
+        &mut self,
+        index: u64,
+        d: &Value,
+        progress: ProgressSink<'_>,
+    ) -> Result<(), ModelError> {
+        let Some(block) = self.blocks.get_mut(&index) else {
+            return Err(ModelError::Protocol(format!(
+                "delta for block {index} that never started"
+            )));
+        };
+        match (block, d["type"].as_str()) {
+            (Partial::Text(t), Some("text_delta")) => {
+                let piece = d["text"].as_str().unwrap_or("");
+                t.push_str(piece);
+                if !piece.is_empty() {
+                    progress(ModelProgress::TextDelta {
+                        text: piece.to_string(),
+                    });
+                }
+            }
+            (
+                Partial::ToolUse { json, .. } | Partial::Opaque { json, .. },
+                Some("input_json_delta"),
+            ) => {
+                json.push_str(d["partial_json"].as_str().unwrap_or(""));
+            }
+            // A thinking block's text, then the signature that covers it.
+            (Partial::Opaque { block, .. }, Some("thinking_delta")) => {
+                append(block, "thinking", d["thinking"].as_str().unwrap_or(""));
+            }
+            (Partial::Opaque { block, .. }, Some("signature_delta")) => {
+                append(block, "signature", d["signature"].as_str().unwrap_or(""));
+            }
+            // Citations of text, and delta kinds added later, are not kept.
             _ => {}
         }
         Ok(())
@@ -158,16 +177,7 @@ impl StreamState {
         let content = self
             .blocks
             .into_values()
-            .filter_map(|p| match p {
-                Partial::Text(text) => Some(Block::Text { text }),
-                Partial::ToolUse {
-                    id,
-                    name,
-                    start_input,
-                    json,
-                } => Some(tool_use(id, name, start_input, &json)),
-                Partial::Ignored => None,
-            })
+            .filter_map(Partial::finish)
             .filter(|b| !matches!(b, Block::Text { text } if text.is_empty()))
             .collect();
         Ok(ModelReply {
@@ -175,33 +185,88 @@ impl StreamState {
                 role: Role::Assistant,
                 content,
             },
-            stop_reason: StopReason::from_anthropic(&stop),
+            stop_reason: stop_reason(&stop),
             usage: self.usage,
             model: self.model,
         })
     }
 }
 
-/// A tool_use block from its accumulated JSON. Empty JSON means no input
-/// (`{}`); JSON that does not parse to an object (a max_tokens cut, a
-/// model mistake) is kept in `raw_input` with an empty `input`.
-fn tool_use(id: String, name: String, start_input: Value, json: &str) -> Block {
-    let (input, raw_input) = if json.trim().is_empty() {
-        match start_input {
-            Value::Object(_) => (start_input, None),
-            _ => (json!({}), None),
+/// The partial block a `content_block_start` opens.
+fn partial(b: &Value) -> Partial {
+    match b["type"].as_str() {
+        Some("text") => Partial::Text(text_of(b, "text")),
+        Some("tool_use") => Partial::ToolUse {
+            id: text_of(b, "id"),
+            name: text_of(b, "name"),
+            start_input: b.get("input").cloned().unwrap_or_else(|| json!({})),
+            json: String::new(),
+        },
+        _ => Partial::Opaque {
+            block: b.as_object().cloned().unwrap_or_default(),
+            json: String::new(),
+        },
+    }
+}
+
+impl Partial {
+    /// The finished block; `None` for an opaque start that was no block.
+    fn finish(self) -> Option<Block> {
+        match self {
+            Partial::Text(text) => Some(Block::Text { text }),
+            Partial::ToolUse {
+                id,
+                name,
+                start_input,
+                json,
+            } => Some(tool_use(id, name, tool_input(start_input, &json))),
+            Partial::Opaque { mut block, json } => {
+                // A thinking block cut before its signature (max_tokens)
+                // cannot go back: the API checks the signature.
+                let unsigned = |b: &Map<String, Value>| {
+                    b.get("signature")
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty)
+                };
+                if block.get("type").and_then(Value::as_str) == Some("thinking") && unsigned(&block)
+                {
+                    return None;
+                }
+                // A server tool call's input arrives like a client one's;
+                // JSON that does not parse (a max_tokens cut) leaves the
+                // start's input, as the API never ran such a call.
+                if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&json) {
+                    block.insert("input".into(), v);
+                }
+                opaque(Value::Object(block))
+            }
         }
-    } else {
-        match serde_json::from_str::<Value>(json) {
-            Ok(v @ Value::Object(_)) => (v, None),
-            _ => (json!({}), Some(json.to_string())),
+    }
+}
+
+/// A tool call's input from its start and its JSON deltas. No deltas means
+/// the start's input (normally `{}`); JSON that is not an object is kept
+/// raw (`Err`).
+fn tool_input(start_input: Value, json: &str) -> Result<Value, String> {
+    if json.trim().is_empty() {
+        return Ok(match start_input {
+            v @ Value::Object(_) => v,
+            _ => json!({}),
+        });
+    }
+    match serde_json::from_str::<Value>(json) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        _ => Err(json.to_string()),
+    }
+}
+
+/// Appends `piece` to the string field `key` (created when missing).
+fn append(block: &mut Map<String, Value>, key: &str, piece: &str) {
+    match block.get_mut(key) {
+        Some(Value::String(s)) => s.push_str(piece),
+        _ => {
+            block.insert(key.into(), Value::String(piece.to_string()));
         }
-    };
-    Block::ToolUse {
-        id,
-        name,
-        input,
-        raw_input,
     }
 }
 
@@ -214,81 +279,10 @@ fn index_of(v: &Value) -> Result<u64, ModelError> {
     })
 }
 
-/// Takes the usage fields present in `u` (message_delta repeats some,
-/// message_start has the input side).
-fn merge_usage(usage: &mut Usage, u: &Value) {
-    let set = |field: &mut u64, key: &str| {
-        if let Some(n) = u.get(key).and_then(Value::as_u64) {
-            *field = n;
-        }
-    };
-    set(&mut usage.input_tokens, "input_tokens");
-    set(&mut usage.output_tokens, "output_tokens");
-    set(
-        &mut usage.cache_creation_input_tokens,
-        "cache_creation_input_tokens",
-    );
-    set(
-        &mut usage.cache_read_input_tokens,
-        "cache_read_input_tokens",
-    );
-}
-
-/// A reply from a whole (non-streaming) Messages API response body.
-pub(crate) fn reply_from_json(v: &Value) -> Result<ModelReply, ModelError> {
-    let Some(blocks) = v.get("content").and_then(Value::as_array) else {
-        return Err(ModelError::Protocol(format!(
-            "response has no content array: {}",
-            crate::model::http::snippet(&v.to_string())
-        )));
-    };
-    let mut content = Vec::new();
-    for b in blocks {
-        match b["type"].as_str() {
-            Some("text") => {
-                let text = b["text"].as_str().unwrap_or("").to_string();
-                if !text.is_empty() {
-                    content.push(Block::Text { text });
-                }
-            }
-            Some("tool_use") => {
-                let input = b.get("input").cloned().unwrap_or_else(|| json!({}));
-                let block = match input {
-                    Value::Object(_) => Block::ToolUse {
-                        id: b["id"].as_str().unwrap_or("").to_string(),
-                        name: b["name"].as_str().unwrap_or("").to_string(),
-                        input,
-                        raw_input: None,
-                    },
-                    other => Block::ToolUse {
-                        id: b["id"].as_str().unwrap_or("").to_string(),
-                        name: b["name"].as_str().unwrap_or("").to_string(),
-                        input: json!({}),
-                        raw_input: Some(other.to_string()),
-                    },
-                };
-                content.push(block);
-            }
-            _ => {}
-        }
-    }
-    let mut usage = Usage::default();
-    merge_usage(&mut usage, &v["usage"]);
-    let stop = v["stop_reason"].as_str().unwrap_or("end_turn");
-    Ok(ModelReply {
-        message: Message {
-            role: Role::Assistant,
-            content,
-        },
-        stop_reason: StopReason::from_anthropic(stop),
-        usage,
-        model: v["model"].as_str().map(str::to_string),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::StopReason;
     use std::sync::Mutex;
 
     fn run(events: &[(&str, Value)]) -> (Result<ModelReply, ModelError>, Vec<String>) {
@@ -458,13 +452,79 @@ mod tests {
     }
 
     #[test]
-    fn whole_json_message() {
-        let v = json!({"content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"a"},
-            {"type":"tool_use","id":"x","name":"n","input":{"k":1}}],
-            "stop_reason":"stop_sequence","model":"m","usage":{"input_tokens":1,"output_tokens":2}});
-        let r = reply_from_json(&v).expect("reply");
-        assert_eq!(r.stop_reason, StopReason::StopSequence);
-        assert_eq!(r.message.content.len(), 2);
-        assert!(reply_from_json(&json!({"nope":1})).is_err());
+    fn thinking_and_server_tool_blocks_are_assembled_as_sent() {
+        let result = json!({"type":"web_search_tool_result","tool_use_id":"srvtoolu_1",
+            "content":[{"type":"web_search_result","url":"https://example.com","title":"t",
+                        "encrypted_content":"Eq","page_age":null}]});
+        let redacted = json!({"type":"redacted_thinking","data":"EmwKAhgB"});
+        let delta = |i: u64, d: Value| {
+            (
+                "content_block_delta",
+                json!({"type":"content_block_delta","index":i,"delta":d}),
+            )
+        };
+        let open = |i: u64, b: &Value| {
+            (
+                "content_block_start",
+                json!({"type":"content_block_start","index":i,"content_block":b}),
+            )
+        };
+        let mut ev = vec![
+            start(),
+            // As recorded from the API: the start carries empty fields.
+            open(0, &json!({"type":"thinking","thinking":"","signature":""})),
+            delta(0, json!({"type":"thinking_delta","thinking":"Let me "})),
+            delta(0, json!({"type":"thinking_delta","thinking":"look."})),
+            delta(0, json!({"type":"signature_delta","signature":"EsQDCkYI"})),
+            // As in the docs: no signature field until its delta.
+            open(1, &json!({"type":"thinking","thinking":""})),
+            delta(1, json!({"type":"signature_delta","signature":"EqQB"})),
+            open(
+                2,
+                &json!({"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}),
+            ),
+            json_delta(2, ""),
+            json_delta(2, "{\"query\": \"w"),
+            json_delta(2, "x\"}"),
+            open(3, &result),
+            open(4, &redacted),
+            // A server call whose input was cut keeps its start input.
+            open(
+                5,
+                &json!({"type":"server_tool_use","id":"srvtoolu_2","name":"web_fetch","input":{}}),
+            ),
+            json_delta(5, "{\"url\": \"ht"),
+            // No block at all: dropped rather than sent back.
+            open(6, &Value::Null),
+            // Thinking cut before its signature: it could not go back.
+            open(7, &json!({"type":"thinking","thinking":"","signature":""})),
+            delta(7, json!({"type":"thinking_delta","thinking":"and then"})),
+        ];
+        ev.extend(stop("pause_turn", 9));
+        let (r, texts) = run(&ev);
+        let r = r.expect("reply");
+        assert!(texts.is_empty(), "thinking is not shown as text: {texts:?}");
+        assert_eq!(r.stop_reason, StopReason::PauseTurn);
+        assert_eq!(r.message.tool_calls().count(), 0);
+        let values: Vec<Value> = r
+            .message
+            .content
+            .iter()
+            .map(|b| match b {
+                Block::Opaque { provider, value } if provider == "anthropic" => value.clone(),
+                other => panic!("not an Anthropic opaque block: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            values,
+            vec![
+                json!({"type":"thinking","thinking":"Let me look.","signature":"EsQDCkYI"}),
+                json!({"type":"thinking","thinking":"","signature":"EqQB"}),
+                json!({"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"wx"}}),
+                result,
+                redacted,
+                json!({"type":"server_tool_use","id":"srvtoolu_2","name":"web_fetch","input":{}}),
+            ]
+        );
     }
 }

@@ -12,10 +12,10 @@ use std::sync::atomic::AtomicU64;
 use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 
+use super::event_stream;
 use super::http::ApiConfig;
 use super::http::{self, BodyReader, ErrorBody, HttpTimeouts};
 use super::retry::{RetryPolicy, retry_after_ms, status_is_retryable};
-use super::sse::SseDecoder;
 use super::{Model, ModelError, ModelReply, ModelRequest, ProgressSink};
 
 /// The public API endpoint (`/v1` included, as the SDKs have it).
@@ -103,21 +103,7 @@ impl OpenAiModel {
             state.handle_whole(&v)?;
             return state.finish(&self.next_id);
         }
-        let mut reader = BodyReader::new(resp, idle);
-        let mut decoder = SseDecoder::new();
-        while let Some(chunk) = reader.next_chunk().await? {
-            for ev in decoder.push(&chunk) {
-                state.handle_data(&ev.data, progress)?;
-            }
-            if state.is_done() {
-                break;
-            }
-        }
-        if !state.is_done()
-            && let Some(ev) = decoder.finish()
-        {
-            state.handle_data(&ev.data, progress)?;
-        }
+        event_stream::read(&mut BodyReader::new(resp, idle), &mut state, progress).await?;
         state.finish(&self.next_id)
     }
 }

@@ -71,8 +71,9 @@ fn user(m: &Message, out: &mut Vec<Value>) {
                 out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
             }
             Block::Text { text: t } => text.push(t.as_str()),
-            // A tool call in a user message has no Chat Completions form.
-            Block::ToolUse { .. } => {}
+            // A tool call in a user message has no Chat Completions form,
+            // and another provider's opaque blocks mean nothing here.
+            Block::ToolUse { .. } | Block::Opaque { .. } => {}
         }
     }
     if !text.is_empty() {
@@ -80,6 +81,8 @@ fn user(m: &Message, out: &mut Vec<Value>) {
     }
 }
 
+/// The assistant's text and tool calls; opaque blocks (Anthropic
+/// thinking or server tools) are left out, as no Chat server knows them.
 fn assistant(m: &Message) -> Value {
     let text = m.text();
     let calls: Vec<Value> = m
@@ -188,5 +191,57 @@ mod tests {
         let official = build_body("gpt", &req, true);
         assert_eq!(official["max_completion_tokens"], json!(50));
         assert!(official.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn anthropic_opaque_blocks_are_left_out() {
+        let thinking = Block::Opaque {
+            provider: "anthropic".into(),
+            value: json!({"type":"thinking","thinking":"secret plan","signature":"EsQD"}),
+        };
+        let msgs = vec![
+            Message::user_text("go"),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    thinking.clone(),
+                    Block::Text { text: "ok".into() },
+                    Block::ToolUse {
+                        id: "c1".into(),
+                        name: "bash".into(),
+                        input: json!({}),
+                        raw_input: None,
+                    },
+                ],
+            },
+            Message {
+                role: Role::User,
+                content: vec![
+                    thinking,
+                    Block::ToolResult {
+                        tool_use_id: "c1".into(),
+                        content: "out".into(),
+                        is_error: false,
+                    },
+                ],
+            },
+        ];
+        let req = ModelRequest {
+            system: "",
+            messages: &msgs,
+            tools: &[],
+            max_tokens: 5,
+        };
+        let body = build_body("gpt", &req, false);
+        let text = body.to_string();
+        assert!(
+            !text.contains("secret plan") && !text.contains("EsQD"),
+            "{text}"
+        );
+        let m = &body["messages"];
+        assert_eq!(m[1]["content"], "ok");
+        assert_eq!(m[1]["tool_calls"][0]["id"], "c1");
+        assert_eq!(m[2]["role"], "tool");
+        assert_eq!(m.as_array().map(Vec::len), Some(3));
     }
 }

@@ -6,9 +6,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 
+use crate::model::event_stream::EventParser;
+use crate::model::sse::SseEvent;
 use crate::model::{
     Block, Message, ModelError, ModelProgress, ModelReply, ProgressSink, Role, StopReason, Usage,
 };
+
+/// Maps a Chat Completions `finish_reason`.
+pub(crate) fn stop_reason(s: &str) -> StopReason {
+    match s {
+        "stop" => StopReason::EndTurn,
+        "tool_calls" | "function_call" => StopReason::ToolUse,
+        "length" => StopReason::MaxTokens,
+        "content_filter" => StopReason::Refusal,
+        other => StopReason::Other(other.to_string()),
+    }
+}
 
 /// One tool call being assembled.
 #[derive(Debug, Default)]
@@ -38,12 +51,18 @@ fn arguments_text(v: &Value) -> String {
     }
 }
 
-impl ChatState {
-    /// Whether `data: [DONE]` arrived.
-    pub(crate) fn is_done(&self) -> bool {
-        self.done
+impl EventParser for ChatState {
+    fn event(&mut self, ev: &SseEvent, progress: ProgressSink<'_>) -> Result<(), ModelError> {
+        self.handle_data(&ev.data, progress)
     }
 
+    /// Whether `data: [DONE]` arrived.
+    fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+impl ChatState {
     /// Handles one SSE data payload.
     pub(crate) fn handle_data(
         &mut self,
@@ -91,24 +110,30 @@ impl ChatState {
             });
         }
         if let Some(calls) = delta["tool_calls"].as_array() {
-            for (pos, c) in calls.iter().enumerate() {
-                let index = c["index"].as_u64().unwrap_or(pos as u64);
-                let entry = self.calls.entry(index).or_default();
-                if let Some(id) = c["id"].as_str()
-                    && !id.is_empty()
-                {
-                    entry.id = id.to_string();
-                }
-                if let Some(n) = c["function"]["name"].as_str() {
-                    entry.name.push_str(n);
-                }
-                entry
-                    .arguments
-                    .push_str(&arguments_text(&c["function"]["arguments"]));
-            }
+            self.take_call_deltas(calls);
         }
         self.take_finish(choice);
         Ok(())
+    }
+
+    /// Adds streamed tool call pieces to the calls they continue (by
+    /// `index`; a server without one sends each call whole, in order).
+    fn take_call_deltas(&mut self, calls: &[Value]) {
+        for (pos, c) in calls.iter().enumerate() {
+            let index = c["index"].as_u64().unwrap_or(pos as u64);
+            let entry = self.calls.entry(index).or_default();
+            if let Some(id) = c["id"].as_str()
+                && !id.is_empty()
+            {
+                entry.id = id.to_string();
+            }
+            if let Some(n) = c["function"]["name"].as_str() {
+                entry.name.push_str(n);
+            }
+            entry
+                .arguments
+                .push_str(&arguments_text(&c["function"]["arguments"]));
+        }
     }
 
     /// Takes a whole (non-streaming) completion body.
@@ -208,7 +233,7 @@ impl ChatState {
             });
         }
         let has_calls = content.iter().any(|b| matches!(b, Block::ToolUse { .. }));
-        let mut stop_reason = StopReason::from_openai(&reason);
+        let mut stop_reason = stop_reason(&reason);
         // Ollama and others say "stop" although they called a tool.
         if has_calls && stop_reason != StopReason::MaxTokens {
             stop_reason = StopReason::ToolUse;
@@ -237,6 +262,16 @@ mod tests {
         }
         st.handle_data("[DONE]", &sink)?;
         st.finish(&AtomicU64::new(0))
+    }
+
+    #[test]
+    fn finish_reasons_map_and_unknown_ones_are_kept() {
+        assert_eq!(stop_reason("stop"), StopReason::EndTurn);
+        assert_eq!(stop_reason("tool_calls"), StopReason::ToolUse);
+        assert_eq!(stop_reason("function_call"), StopReason::ToolUse);
+        assert_eq!(stop_reason("length"), StopReason::MaxTokens);
+        assert_eq!(stop_reason("content_filter"), StopReason::Refusal);
+        assert_eq!(stop_reason("eos"), StopReason::Other("eos".into()));
     }
 
     #[test]

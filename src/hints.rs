@@ -1,0 +1,102 @@
+//! The front end's words for the typed hints of lower layers: only here
+//! are flags and environment variables named, so the model layer says
+//! what is wrong and the command line says what to type.
+
+use crate::model::Hint;
+
+/// One `hint:` line (without the prefix) for a model error's hint.
+pub fn model(h: &Hint) -> String {
+    match h {
+        Hint::SetApiKey { var } => {
+            format!("export {var}=..., or try without a key: --provider scripted --script FILE")
+        }
+        Hint::CheckApiKey { var } => format!("check that {var} holds a valid key for this API"),
+        Hint::CheckModelName { .. } => {
+            "check --model (or RUNNER_MODEL) against the provider's model list".into()
+        }
+        Hint::CheckBaseUrl { .. } => {
+            "check --base-url (or ANTHROPIC_BASE_URL / OPENAI_BASE_URL) and the network".into()
+        }
+        Hint::TryLater => "the API kept failing; try again later or raise --max-time".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ModelError;
+
+    fn hint_of(e: ModelError) -> Option<String> {
+        e.hint().map(|h| model(&h))
+    }
+
+    #[test]
+    fn each_model_error_gets_the_words_it_always_had() {
+        assert_eq!(
+            hint_of(ModelError::MissingKey {
+                var: "ANTHROPIC_API_KEY"
+            })
+            .as_deref(),
+            Some(
+                "export ANTHROPIC_API_KEY=..., or try without a key: --provider scripted --script FILE"
+            )
+        );
+        assert_eq!(
+            hint_of(ModelError::Unauthorized {
+                status: 401,
+                var: "OPENAI_API_KEY"
+            })
+            .as_deref(),
+            Some("check that OPENAI_API_KEY holds a valid key for this API")
+        );
+        assert_eq!(
+            hint_of(ModelError::ModelNotFound {
+                model: "claude-nope".into(),
+                message: "model: claude-nope".into()
+            })
+            .as_deref(),
+            Some("check --model (or RUNNER_MODEL) against the provider's model list")
+        );
+        assert_eq!(
+            hint_of(ModelError::Unreachable {
+                url: "http://127.0.0.1:9/v1/messages".into(),
+                detail: "connection refused".into()
+            })
+            .as_deref(),
+            Some("check --base-url (or ANTHROPIC_BASE_URL / OPENAI_BASE_URL) and the network")
+        );
+        assert_eq!(hint_of(ModelError::Cancelled), None);
+        assert_eq!(hint_of(ModelError::Protocol("x".into())), None);
+    }
+
+    #[test]
+    fn exhausted_retries_take_the_last_errors_hint_or_say_try_later() {
+        let unreachable = ModelError::Unreachable {
+            url: "http://127.0.0.1:9".into(),
+            detail: "refused".into(),
+        };
+        let e = ModelError::RetriesExhausted {
+            attempts: 5,
+            last: Box::new(unreachable),
+        };
+        assert!(
+            matches!(e.hint(), Some(Hint::CheckBaseUrl { ref url }) if url == "http://127.0.0.1:9")
+        );
+        let overloaded = ModelError::Api {
+            status: 529,
+            kind: "overloaded_error".into(),
+            message: "Overloaded".into(),
+            retryable: true,
+            retry_after_ms: None,
+        };
+        let e = ModelError::RetriesExhausted {
+            attempts: 5,
+            last: Box::new(overloaded),
+        };
+        assert_eq!(e.hint(), Some(Hint::TryLater));
+        assert_eq!(
+            hint_of(e).as_deref(),
+            Some("the API kept failing; try again later or raise --max-time")
+        );
+    }
+}
