@@ -433,6 +433,7 @@ pub async fn build_executor(
         ExecutorKind::Local => Ok(Arc::new(LocalExecutor::new(LocalConfig {
             workdir: workspace.path().to_path_buf(),
             env: config.command_env.clone(),
+            keep_background: config.keep_background,
         }))),
         ExecutorKind::Docker => Ok(Arc::new(
             DockerExecutor::start(docker_config(config, workspace, run_id)).await?,
@@ -465,6 +466,7 @@ pub fn docker_config(config: &Config, workspace: &Workspace, run_id: &str) -> Do
         max_run_time: config
             .max_time
             .unwrap_or(DockerConfig::default().max_run_time),
+        keep_background: config.keep_background,
         ..DockerConfig::default()
     }
 }

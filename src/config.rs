@@ -104,6 +104,8 @@ pub struct Config {
     pub json: bool,
     pub workspace: Option<PathBuf>,
     pub keep_workspace: bool,
+    /// Leave a command's background processes running after it exits.
+    pub keep_background: bool,
 }
 
 impl Config {
@@ -221,6 +223,7 @@ impl Config {
             json: a.json,
             workspace: a.workspace.clone(),
             keep_workspace: a.keep_workspace,
+            keep_background: a.keep_background,
         })
     }
 
@@ -239,6 +242,7 @@ impl Config {
             "pids_limit": self.sandbox.pids_limit,
             "user": self.sandbox.user,
             "writable_rootfs": self.sandbox.writable_rootfs,
+            "keep_background": self.keep_background,
             "timeout_secs": self.timeout.as_secs(),
             "max_command_timeout_secs": self.max_command_timeout.as_secs(),
             "max_steps": self.max_steps,

@@ -31,7 +31,8 @@ pub const DEFAULT_NOFILE: i64 = 1024;
 /// Default largest file a command may write.
 pub const DEFAULT_FSIZE_BYTES: i64 = 1 << 30;
 /// Default longest life of a run's container; after it the idle process
-/// exits by itself and `gc` may remove the container.
+/// exits by itself (when the image has `timeout`) and the engine removes
+/// the container.
 pub const DEFAULT_MAX_RUN_SECS: u64 = 4 * 3600;
 /// Added to the maximum run time before a container counts as expired.
 pub const EXPIRY_MARGIN_SECS: u64 = 600;
@@ -119,6 +120,9 @@ pub struct DockerConfig {
     pub ulimits: Ulimits,
     /// Longest the run may last; sets the container's expiry.
     pub max_run_time: Duration,
+    /// Leave what a command started in the background running after it
+    /// exits; by default it is killed and the model is told.
+    pub keep_background: bool,
 }
 
 impl Default for DockerConfig {
@@ -142,6 +146,7 @@ impl Default for DockerConfig {
             labels: Vec::new(),
             ulimits: Ulimits::default(),
             max_run_time: Duration::from_secs(DEFAULT_MAX_RUN_SECS),
+            keep_background: false,
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The docker executor: one hardened container per run, through bollard.
-//! Each command is an exec of `bash -c` (or `sh -c`) in /workspace; the
-//! container idles under Docker's init between commands.
+//! Each command is an exec of `bash -c` (or `sh -c`) in /workspace under a
+//! small launcher; the container idles under Docker's init between
+//! commands, tied to this process so it ends when the runner does (see
+//! `lifeline`).
 
 mod client;
 mod config;
@@ -9,6 +11,9 @@ mod copy;
 mod gc;
 mod image;
 mod kill;
+mod launch;
+mod lifeline;
+mod oom;
 mod owner;
 mod run;
 mod seed;
@@ -19,7 +24,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bollard::Docker;
-use bollard::query_parameters::RemoveVolumeOptionsBuilder;
 
 pub use client::connect;
 pub use config::{
@@ -34,6 +38,8 @@ use super::{ExecError, ExecOutput, ExecRequest, Executor};
 use client::{CALL_TIMEOUT, call, short};
 use config::{numeric_user, user_is_root};
 use container::WorkspaceMount;
+use lifeline::Lifeline;
+use oom::OomCounter;
 
 /// Longest the panic-path cleanup may block a dropping thread.
 const DROP_CLEANUP_LIMIT: Duration = Duration::from_secs(40);
@@ -46,8 +52,8 @@ enum Workspace {
         host: PathBuf,
         restore: Option<(u32, u32)>,
     },
-    /// Copied through the labelled volume `volume`.
-    Copy { host: PathBuf, volume: String },
+    /// Copied through an anonymous volume that goes with the container.
+    Copy { host: PathBuf },
 }
 
 /// A run's sandbox: one container, commands executed in it one at a time.
@@ -55,15 +61,23 @@ pub struct DockerExecutor {
     docker: Docker,
     id: String,
     user: String,
-    idle_pid: Option<u32>,
+    /// The idle processes, which the kill spares when commands run as root.
+    idle_pids: Vec<u32>,
     workdir: String,
     memory_bytes: i64,
     pids_limit: i64,
+    keep_background: bool,
     loosenings: Vec<String>,
     workspace: Option<Workspace>,
+    oom: OomCounter,
+    /// Held open for the executor's lifetime: the container ends when it
+    /// closes.
+    lifeline: Lifeline,
     /// OOM kills already accounted for; the lock also keeps commands
     /// sequential, which the kill protocol relies on.
     oom_seen: tokio::sync::Mutex<Option<u64>>,
+    /// Set when a kill could not be verified: no command runs any more.
+    unrecoverable: std::sync::Mutex<Option<String>>,
     finishing: tokio::sync::Mutex<()>,
     removed: AtomicBool,
 }
@@ -101,12 +115,7 @@ impl DockerExecutor {
             Some(p) => {
                 let host_dir = p.canonicalize()?;
                 Some(if copy {
-                    let volume = format!("{name}-ws");
-                    copy::create_volume(&docker, &cfg, &volume).await?;
-                    Workspace::Copy {
-                        host: host_dir,
-                        volume,
-                    }
+                    Workspace::Copy { host: host_dir }
                 } else {
                     let restore = give_to_sandbox(&host_dir, &user)?;
                     Workspace::Bind {
@@ -123,14 +132,14 @@ impl DockerExecutor {
                 src = host.to_string_lossy().into_owned();
                 WorkspaceMount::Bind(&src)
             }
-            Some(Workspace::Copy { volume, .. }) => WorkspaceMount::Volume(volume),
+            Some(Workspace::Copy { .. }) => WorkspaceMount::Volume,
         };
         let body = container::spec(&cfg, &user, &mount);
         let created = container::create_and_start(&docker, &name, body).await;
-        let id = match created {
-            Ok(id) => id,
+        let (id, lifeline) = match created {
+            Ok(c) => c,
             Err(e) => {
-                release_workspace(&docker, workspace.as_ref()).await;
+                release_workspace(workspace.as_ref()).await;
                 return Err(e);
             }
         };
@@ -138,13 +147,17 @@ impl DockerExecutor {
             docker,
             id,
             user,
-            idle_pid: None,
+            idle_pids: Vec::new(),
             workdir: cfg.workdir.clone(),
             memory_bytes: cfg.memory_bytes,
             pids_limit: cfg.pids_limit,
+            keep_background: cfg.keep_background,
             loosenings: cfg.loosenings(),
             workspace,
+            oom: OomCounter::InContainer,
+            lifeline,
             oom_seen: tokio::sync::Mutex::new(None),
+            unrecoverable: std::sync::Mutex::new(None),
             finishing: tokio::sync::Mutex::new(()),
             removed: AtomicBool::new(false),
         };
@@ -155,21 +168,45 @@ impl DockerExecutor {
         Ok(exec)
     }
 
-    /// Learns the idle pid when it is needed, and uploads the workspace in
-    /// copy mode. No exec runs otherwise: the shell is chosen inside each
-    /// command's exec (see `run::LAUNCH`), and a fresh container's OOM-kill
-    /// count is 0, so neither needs a probe (an exec costs as much as a
-    /// command).
+    /// Finds where to count OOM kills (one inspect), learns the idle pids
+    /// when they are needed, and uploads the workspace in copy mode. No
+    /// exec runs otherwise: the shell is chosen inside each command's exec
+    /// (see `launch::LAUNCH`), and a fresh container's OOM-kill count is 0,
+    /// so neither needs a probe (an exec costs as much as a command).
     async fn init(&mut self) -> Result<(), ExecError> {
         *self.oom_seen.get_mut() = Some(0);
+        let info = call(
+            "inspect container",
+            short(&self.id),
+            CALL_TIMEOUT,
+            self.docker.inspect_container(&self.id, None),
+        )
+        .await?;
+        let pid = info.state.and_then(|s| s.pid);
+        self.oom = OomCounter::locate(&self.id, pid, client::engine_is_local());
+        if let OomCounter::Host(path) = &self.oom {
+            tracing::debug!(
+                container = short(&self.id),
+                "counting OOM kills in {}",
+                path.display()
+            );
+        }
         if user_is_root(&self.user) {
-            self.idle_pid = kill::find_idle_pid(&self.docker, &self.id).await?;
+            self.idle_pids = kill::find_idle_pids(&self.docker, &self.id).await?;
         }
         if let Some(Workspace::Copy { host, .. }) = &self.workspace {
             let (uid, gid) = numeric_user(&self.user).unwrap_or((0, 0));
             copy::upload_to(&self.docker, &self.id, host, &self.workdir, uid, gid).await?;
         }
         Ok(())
+    }
+
+    /// Why no further command may run, once a kill could not be verified.
+    fn unrecoverable(&self) -> Option<String> {
+        self.unrecoverable
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The container's id.
@@ -212,7 +249,12 @@ impl DockerExecutor {
                 Ok(_) => {}
                 Err(e) => {
                     // The volume holds the only copy of the agent's work:
-                    // keep it (and the container) rather than lose it.
+                    // keep it (and the container) rather than lose it; the
+                    // container stays after this runner exits, until its
+                    // expiry or `runner gc`.
+                    if let Err(k) = self.lifeline.keep().await {
+                        tracing::warn!("cannot keep container {}: {k}", short(&self.id));
+                    }
                     self.removed.store(true, Ordering::SeqCst);
                     return Err(ExecError::Docker {
                         op: "collect the workspace",
@@ -230,7 +272,7 @@ impl DockerExecutor {
         // If removal fails, `removed` stays false so Drop tries again.
         container::remove(&self.docker, &self.id).await?;
         self.removed.store(true, Ordering::SeqCst);
-        release_workspace(&self.docker, self.workspace.as_ref()).await;
+        release_workspace(self.workspace.as_ref()).await;
         Ok(())
     }
 }
@@ -250,34 +292,20 @@ fn give_to_sandbox(host: &std::path::Path, user: &str) -> Result<Option<(u32, u3
     Ok(Some((meta.uid(), meta.gid())))
 }
 
-/// Gives the bind-mounted tree back to its owner, or removes the copy-mode
-/// volume. Only called once the container is gone, so nothing races it.
-async fn release_workspace(docker: &Docker, ws: Option<&Workspace>) {
-    match ws {
-        Some(Workspace::Bind {
-            host,
-            restore: Some((uid, gid)),
-        }) => {
-            let (host, uid, gid) = (host.clone(), *uid, *gid);
-            let r = tokio::task::spawn_blocking(move || owner::chown_tree(&host, uid, gid)).await;
-            if !matches!(r, Ok(Ok(0))) {
-                tracing::warn!("could not give every workspace entry back to its owner: {r:?}");
-            }
+/// Gives the bind-mounted tree back to its owner (the copy-mode volume is
+/// anonymous and went with the container). Only called once the container
+/// is gone, so nothing races it.
+async fn release_workspace(ws: Option<&Workspace>) {
+    if let Some(Workspace::Bind {
+        host,
+        restore: Some((uid, gid)),
+    }) = ws
+    {
+        let (host, uid, gid) = (host.clone(), *uid, *gid);
+        let r = tokio::task::spawn_blocking(move || owner::chown_tree(&host, uid, gid)).await;
+        if !matches!(r, Ok(Ok(0))) {
+            tracing::warn!("could not give every workspace entry back to its owner: {r:?}");
         }
-        Some(Workspace::Copy { volume, .. }) => {
-            let opts = RemoveVolumeOptionsBuilder::new().force(true).build();
-            let r = call(
-                "remove volume",
-                volume,
-                CALL_TIMEOUT,
-                docker.remove_volume(volume, Some(opts)),
-            )
-            .await;
-            if let Err(e) = r {
-                tracing::warn!("{e}");
-            }
-        }
-        _ => {}
     }
 }
 
@@ -298,16 +326,26 @@ impl Executor for DockerExecutor {
             });
         }
         let mut oom_seen = self.oom_seen.lock().await;
+        if let Some(detail) = self.unrecoverable() {
+            return Err(ExecError::Unrecoverable { detail });
+        }
         let target = run::Target {
             docker: &self.docker,
             id: &self.id,
             user: &self.user,
-            idle_pid: self.idle_pid,
+            spare: &self.idle_pids,
             memory_bytes: self.memory_bytes,
             pids_limit: self.pids_limit,
             workdir: &self.workdir,
+            keep_background: self.keep_background,
+            oom: &self.oom,
+            lifeline: Some(&self.lifeline),
         };
-        run::run(&target, &req, &mut oom_seen).await
+        let r = run::run(&target, &req, &mut oom_seen).await;
+        if let Err(ExecError::Unrecoverable { detail }) = &r {
+            *self.unrecoverable.lock().unwrap_or_else(|e| e.into_inner()) = Some(detail.clone());
+        }
+        r
     }
 
     async fn shutdown(&self) -> Result<(), ExecError> {
@@ -338,7 +376,7 @@ impl Drop for DockerExecutor {
                                 if let Err(e) = container::remove(&d, &id).await {
                                     tracing::error!("leaving container {}: {e}", short(&id));
                                 }
-                                release_workspace(&d, ws.as_ref()).await;
+                                release_workspace(ws.as_ref()).await;
                             }
                             Err(e) => tracing::error!("leaving container {}: {e}", short(&id)),
                         }
