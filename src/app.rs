@@ -557,6 +557,7 @@ pub async fn build_executor(
             LocalExecutor::new(LocalConfig {
                 workdir: workspace.path().to_path_buf(),
                 env: config.command_env.clone(),
+                keep_background: config.keep_background,
             })
             .with_redactor(redactor.clone()),
         )),
@@ -599,6 +600,7 @@ pub fn docker_config(
             .max_time
             .unwrap_or(DockerConfig::default().max_run_time),
         runtime: s.runtime.clone(),
+        keep_background: config.keep_background,
         ..DockerConfig::default()
     }
 }

@@ -223,6 +223,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub keep_workspace: bool,
 
+    /// Leave processes a command started in the background running after it exits (default: killed, and the model is told).
+    #[arg(long)]
+    pub keep_background: bool,
+
     /// How the workspace reaches the container.
     #[arg(long, value_enum, default_value_t = WorkspaceMode::Auto)]
     pub workspace_mode: WorkspaceMode,

@@ -130,6 +130,8 @@ pub struct Config {
     pub json: bool,
     pub workspace: Option<PathBuf>,
     pub keep_workspace: bool,
+    /// Leave a command's background processes running after it exits.
+    pub keep_background: bool,
 }
 
 impl Config {
@@ -253,6 +255,7 @@ impl Config {
             json: a.json,
             workspace: a.workspace.clone(),
             keep_workspace: a.keep_workspace,
+            keep_background: a.keep_background,
         })
     }
 
@@ -273,6 +276,7 @@ impl Config {
             "writable_rootfs": self.sandbox.writable_rootfs,
             "disk_bytes": self.sandbox.disk_bytes,
             "runtime": self.sandbox.runtime,
+            "keep_background": self.keep_background,
             "timeout_secs": self.timeout.as_secs(),
             "max_command_timeout_secs": self.max_command_timeout.as_secs(),
             "max_steps": self.max_steps,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use runner::exec::capture::MAX_FULL_OUTPUT_BYTES;
 use runner::exec::local::{ENV_ALLOWLIST, LocalConfig, LocalExecutor};
-use runner::exec::{ExecError, ExecOutput, ExecRequest, Executor};
+use runner::exec::{ExecError, ExecOutput, ExecRequest, Executor, background_killed_note};
 use runner::hostfs::{HostDir, OutputDir};
 use tokio_util::sync::CancellationToken;
 
@@ -17,6 +17,7 @@ fn executor(dir: &tempfile::TempDir) -> LocalExecutor {
     LocalExecutor::new(LocalConfig {
         workdir: dir.path().to_path_buf(),
         env: vec![("RUNNER_TEST_VAR".into(), "given".into())],
+        ..Default::default()
     })
 }
 
@@ -115,9 +116,16 @@ async fn nohup_children_die_with_the_group() {
     );
     assert_no_survivors("sleep 1000.102");
 
-    // Even after a clean exit, nothing of the command stays on the host.
+    // Even after a clean exit, nothing of the command stays on the host,
+    // and the model is told it was killed.
     let (out, took) = run("nohup sleep 1000.103 >/dev/null 2>&1 & echo started", 5.0).await;
-    assert_eq!((out.exit_code, out.output.as_str()), (Some(0), "started\n"));
+    assert_eq!(
+        (out.exit_code, out.output.as_str()),
+        (
+            Some(0),
+            format!("started\n{}\n", background_killed_note(1)).as_str()
+        )
+    );
     assert!(took < Duration::from_secs(1), "took {took:?}");
     assert_no_survivors("sleep 1000.103");
 }
@@ -144,7 +152,7 @@ async fn background_child_holding_stdout_does_not_hang() {
     let (out, took) = run("sleep 1000.104 & echo done", 10.0).await;
     assert_eq!(out.exit_code, Some(0), "{out:?}");
     assert!(!out.timed_out);
-    assert_eq!(out.output, "done\n");
+    assert_eq!(out.output, format!("done\n{}\n", background_killed_note(1)));
     assert!(took < Duration::from_secs(1), "took {took:?}");
     assert_no_survivors("sleep 1000.104");
 }
@@ -303,6 +311,7 @@ async fn missing_workdir_is_a_spawn_error() {
     let exec = LocalExecutor::new(LocalConfig {
         workdir: "/nonexistent/runner-workdir".into(),
         env: Vec::new(),
+        ..Default::default()
     });
     let err = exec.execute(request("true", 5.0)).await.unwrap_err();
     assert!(matches!(err, ExecError::Spawn(_)), "{err}");

@@ -338,11 +338,19 @@ impl Agent<'_> {
             content: results,
         });
         if let Some(e) = fatal {
-            let hint = matches!(e, ExecError::SandboxDied { .. }).then(|| {
-                "the container was killed or ran out of memory; its workspace is kept; \
-                 `runner gc` removes anything left"
-                    .to_string()
-            });
+            let hint = match e {
+                ExecError::SandboxDied { .. } => Some(
+                    "the container was killed or ran out of memory; its workspace is kept; \
+                     `runner gc` removes anything left"
+                        .to_string(),
+                ),
+                ExecError::Unrecoverable { .. } => Some(
+                    "a command left processes that could not be killed, so no further command \
+                     was run; the container was removed; its workspace is kept"
+                        .to_string(),
+                ),
+                _ => None,
+            };
             return Next::End(RunEnd {
                 hint,
                 ..RunEnd::error(e.to_string())

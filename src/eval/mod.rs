@@ -240,6 +240,7 @@ fn base_run_args(args: &EvalArgs) -> RunArgs {
         json: false,
         workspace: None,
         keep_workspace: false,
+        keep_background: false,
         workspace_mode: WorkspaceMode::Auto,
         network: Network::None,
         cpus: crate::config::DEFAULT_CPUS,

@@ -4,9 +4,10 @@
 //! This is not a sandbox: a command can read and write anything the runner
 //! can. What it guarantees is the exec contract: a clean environment (no API
 //! keys), bounded output memory, and that nothing the command started in its
-//! session outlives the call. A process that starts a session of its own
-//! (`setsid`, a daemon) escapes that last guarantee, though it cannot make
-//! the call hang; use the docker executor for untrusted work.
+//! session outlives the call (unless `keep_background`); the model is told
+//! when background processes were killed. A process that starts a session of
+//! its own (`setsid`, a daemon) escapes that last guarantee, though it cannot
+//! make the call hang; use the docker executor for untrusted work.
 
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
@@ -29,7 +30,7 @@ use tokio::process::{Child, Command};
 use tokio::time::{Instant, timeout_at};
 
 use super::capture::Capture;
-use super::{ExecError, ExecOutput, ExecRequest, Executor};
+use super::{ExecError, ExecOutput, ExecRequest, Executor, background_killed_note};
 use crate::redact::Redactor;
 
 /// Variables of the runner's environment a command may see; everything else
@@ -56,6 +57,9 @@ pub struct LocalConfig {
     /// Extra variables (`--env K=V`), set after the allowlisted ones and
     /// overriding them.
     pub env: Vec<(String, String)>,
+    /// Leave what a command started in the background running after it
+    /// exits (until shutdown); by default it is killed and the model told.
+    pub keep_background: bool,
 }
 
 /// Runs each command as `bash -c` (or `sh -c`) on the host.
@@ -65,6 +69,7 @@ pub struct LocalExecutor {
     shell: PathBuf,
     env: Vec<(OsString, OsString)>,
     redactor: Redactor,
+    keep_background: bool,
     /// Sessions (= process groups) of commands still running, for `shutdown`.
     live: Arc<Mutex<HashSet<i32>>>,
     closed: AtomicBool,
@@ -85,6 +90,7 @@ impl LocalExecutor {
             shell: find_shell(path),
             env,
             redactor: Redactor::default(),
+            keep_background: config.keep_background,
             live: Arc::default(),
             closed: AtomicBool::new(false),
         }
@@ -244,6 +250,13 @@ impl SessionGuard {
         self.killed = true;
     }
 
+    /// Leaves the session running (`keep_background`): only `shutdown`
+    /// kills it then, so it stays registered.
+    fn keep(mut self) {
+        self.killed = true;
+        self.sid = -1;
+    }
+
     /// Kills again until no live process of the session is left (bounded),
     /// so that "returned" means "dead" for the caller and a process forked
     /// during the first kill is caught too. Killed orphans stay zombies until
@@ -257,6 +270,10 @@ impl SessionGuard {
 
 impl Drop for SessionGuard {
     fn drop(&mut self) {
+        if self.sid < 0 {
+            // Kept: stays in `live` for shutdown.
+            return;
+        }
         if !self.killed {
             kill_session(self.sid);
         }
@@ -369,20 +386,37 @@ impl Executor for LocalExecutor {
             }
         };
 
-        if let End::Exited(_) = end {
+        let exited = matches!(end, End::Exited(_));
+        if exited {
             // Let output still in flight arrive; a background child holding
             // the pipe only gets this long before it is killed with the rest.
             pump.drain(Instant::now() + EXIT_GRACE).await?;
         }
-        group.kill();
+        // The shell is gone: whatever of its session still runs, it left
+        // in the background. One signal-0 probe of its process group keeps
+        // the common case to a syscall; only then is /proc scanned to count
+        // (jobs that moved to a group of their own are killed all the same,
+        // just not counted).
+        let left = if exited && killpg(Pid::from_raw(sid), None).is_ok() {
+            live_session_members(sid).len()
+        } else {
+            0
+        };
+        let keep = exited && self.keep_background && !self.closed.load(Ordering::SeqCst);
         let until = Instant::now() + DRAIN_BOUND;
-        if !matches!(end, End::Exited(_)) {
-            // Reap the shell; bounded in case the kill cannot land (D state),
-            // then tokio's orphan reaper takes over.
-            let _ = timeout_at(until, child.wait()).await;
+        if keep {
+            pump.drain(until).await?;
+            group.keep();
+        } else {
+            group.kill();
+            if !exited {
+                // Reap the shell; bounded in case the kill cannot land (D
+                // state), then tokio's orphan reaper takes over.
+                let _ = timeout_at(until, child.wait()).await;
+            }
+            pump.drain(until).await?;
+            group.wait_gone(until).await;
         }
-        pump.drain(until).await?;
-        group.wait_gone(until).await;
 
         let shut_down = self.closed.load(Ordering::SeqCst);
         let (exit_code, timed_out, cancelled) = match end {
@@ -396,7 +430,14 @@ impl Executor for LocalExecutor {
             End::TimedOut => (None, true, false),
             End::Cancelled => (None, false, true),
         };
-        let (output, bytes_seen) = pump.capture.finish()?;
+        let (mut output, bytes_seen) = pump.capture.finish()?;
+        if left > 0 && !keep {
+            if !output.is_empty() && !output.ends_with('\n') {
+                output.push('\n');
+            }
+            output.push_str(&background_killed_note(left as u32));
+            output.push('\n');
+        }
         Ok(ExecOutput {
             output,
             exit_code,

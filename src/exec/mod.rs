@@ -72,6 +72,10 @@ pub enum ExecError {
     ImageUnavailable { image: String, detail: String },
     #[error("the sandbox died: {detail}")]
     SandboxDied { detail: String },
+    /// The command's processes could not be killed (or could not be
+    /// verified gone): the sandbox cannot be trusted with another command.
+    #[error("the sandbox cannot be recovered: {detail}")]
+    Unrecoverable { detail: String },
     #[error("refused: {0}")]
     Refused(String),
     #[error("workspace: {0}")]
@@ -112,6 +116,15 @@ impl ExecError {
             _ => None,
         }
     }
+}
+
+/// What the model is told when processes a command left running in the
+/// background were killed as it ended (`n` of them).
+pub fn background_killed_note(n: u32) -> String {
+    format!(
+        "[the command exited; {n} background processes it left running were killed \
+         (each command's processes end with it)]"
+    )
 }
 
 /// Where bash tool calls run.

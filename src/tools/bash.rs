@@ -129,8 +129,14 @@ pub fn render_for_model(out: &ExecOutput, timeout: Duration) -> String {
     } else if out.oom_killed {
         // The executor's own note names the limit; add one only without it.
         if !text.contains("out of memory") {
-            text.push_str("[killed: out of memory (the sandbox's memory limit was reached)]");
+            text.push_str("[killed: out of memory (the sandbox's memory limit was reached)]\n");
         }
+        // A pipeline member or a child was killed; the command still ended
+        // with a code of its own.
+        if let Some(code) = out.exit_code {
+            text.push_str(&format!("[exit code: {code}]"));
+        }
+        text.truncate(text.trim_end_matches('\n').len());
     } else {
         match out.exit_code {
             Some(code) => text.push_str(&format!("[exit code: {code}]")),

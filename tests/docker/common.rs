@@ -115,7 +115,8 @@ pub async fn finish(d: &Docker, ex: DockerExecutor, run_id: &str) {
     );
 }
 
-/// Processes in the container other than init, the idle sleep and the
+/// Processes in the container other than init, the idle processes (whose
+/// arguments say `runner-idle`), the launcher of this listing and the
 /// listing itself, as `pid user args` lines.
 pub async fn stray_processes(ex: &DockerExecutor) -> Vec<String> {
     let out = run(ex, "ps -o pid,user,args", 10.0).await;
@@ -125,7 +126,7 @@ pub async fn stray_processes(ex: &DockerExecutor) -> Vec<String> {
         .filter(|l| {
             let args = l.split_whitespace().skip(2).collect::<Vec<_>>().join(" ");
             !(args.starts_with("/sbin/docker-init")
-                || args == "sleep 15000"
+                || args.contains("runner-idle")
                 || args.contains("ps -o pid,user,args"))
         })
         .map(str::to_string)

@@ -84,8 +84,12 @@ async fn container_killed_from_outside_is_sandbox_died() {
     };
     let err = ex.execute(req("sleep 30", 20.0)).await.unwrap_err();
     killer.await.unwrap().unwrap();
+    eprintln!("{err}");
     assert!(matches!(err, ExecError::SandboxDied { .. }), "{err}");
     assert!(err.to_string().contains("sandbox died"), "{err}");
+    // The engine removes a dead container at once; its events still say
+    // how it ended.
+    assert!(err.to_string().contains("killed"), "{err}");
     finish(&d, ex, &id).await;
 }
 
@@ -116,7 +120,10 @@ async fn gc_removes_containers_of_dead_owners() {
         labels: Some(labels),
         ..Default::default()
     };
-    let opts = CreateContainerOptionsBuilder::new().name(&id).build();
+    // Named as runner names its sandboxes: gc touches nothing else.
+    let opts = CreateContainerOptionsBuilder::new()
+        .name(&format!("runner-{id}-0000dead"))
+        .build();
     d.create_container(Some(opts), body).await.unwrap();
     // A live container of this process must survive the same pass.
     let live = cfg("gc-live");
@@ -316,14 +323,16 @@ async fn sigkilled_runner_leaves_nothing_gc_misses() {
     )
     .unwrap();
     child.wait().unwrap();
-    assert_eq!(
-        containers_of(&d, &id).await.len(),
-        1,
-        "SIGKILL leaves the container (no cleanup can run)"
-    );
+    // No cleanup can run in the killed process: the container ends itself
+    // when the connection to its runner closes, and the engine removes it.
+    let until = Instant::now() + Duration::from_secs(10);
+    while !containers_of(&d, &id).await.is_empty() {
+        assert!(
+            Instant::now() < until,
+            "the container outlived its SIGKILLed runner"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let report = gc(&d).await.unwrap();
-    assert!(
-        containers_of(&d, &id).await.is_empty(),
-        "gc left it: {report:?}"
-    );
+    assert!(report.errors.is_empty(), "{report:?}");
 }

@@ -23,6 +23,12 @@ pub fn docker_host() -> Option<String> {
     std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty())
 }
 
+/// Whether the engine runs on this host (a unix socket), so its
+/// containers' cgroups and processes can be seen here.
+pub fn engine_is_local() -> bool {
+    docker_host().is_none_or(|h| h.starts_with("unix://"))
+}
+
 /// Connects using DOCKER_HOST (unix:// or tcp://) or the local socket, and
 /// negotiates the API version; fails within `CONNECT_TIMEOUT`.
 pub async fn connect() -> Result<Docker, ExecError> {

@@ -32,7 +32,8 @@ pub const DEFAULT_NOFILE: i64 = 1024;
 /// Default largest file a command may write.
 pub const DEFAULT_FSIZE_BYTES: i64 = 1 << 30;
 /// Default longest life of a run's container; after it the idle process
-/// exits by itself and `gc` may remove the container.
+/// exits by itself (when the image has `timeout`) and the engine removes
+/// the container.
 pub const DEFAULT_MAX_RUN_SECS: u64 = 4 * 3600;
 /// Added to the maximum run time before a container counts as expired.
 pub const EXPIRY_MARGIN_SECS: u64 = 600;
@@ -134,6 +135,9 @@ pub struct DockerConfig {
     /// `None` uses the engine's default. Checked against the registered
     /// runtimes before the container is made.
     pub runtime: Option<String>,
+    /// Leave what a command started in the background running after it
+    /// exits; by default it is killed and the model is told.
+    pub keep_background: bool,
 }
 
 impl Default for DockerConfig {
@@ -160,6 +164,7 @@ impl Default for DockerConfig {
             ulimits: Ulimits::default(),
             max_run_time: Duration::from_secs(DEFAULT_MAX_RUN_SECS),
             runtime: None,
+            keep_background: false,
         }
     }
 }

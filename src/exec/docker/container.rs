@@ -1,7 +1,7 @@
 //! The run's container: its hardened spec, labels, creation and removal.
 
 use std::collections::HashMap;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bollard::Docker;
 use bollard::models::{
@@ -15,6 +15,7 @@ use super::config::{
     SANDBOX_HOME, numeric_user,
 };
 use super::engine::Kernel;
+use super::lifeline::{Ending, Lifeline};
 use crate::exec::ExecError;
 
 /// Label marking every object the runner creates.
@@ -59,6 +60,18 @@ pub fn process_start(pid: u32) -> Option<String> {
     rest.split_whitespace().nth(19).map(str::to_string)
 }
 
+/// Whether process `pid` has exited and only its zombie is left (state Z
+/// or X in /proc/PID/stat): an owner that can never clean up again.
+pub fn process_is_dead(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next());
+    matches!(state, Some("Z" | "X") | None)
+}
+
 /// The labels every runner object carries.
 pub fn labels(cfg: &DockerConfig) -> HashMap<String, String> {
     let created = now_secs();
@@ -84,8 +97,9 @@ pub enum WorkspaceMount<'a> {
     None,
     /// Bind-mount this host directory.
     Bind(&'a str),
-    /// Mount this (runner-labelled) named volume.
-    Volume(&'a str),
+    /// A runner-labelled anonymous volume, removed with the container (so
+    /// also when the engine auto-removes it after runner died).
+    Volume,
 }
 
 /// Host pids per sandboxed task under gVisor's ptrace platform: each task
@@ -124,9 +138,18 @@ pub fn host_pids_limit(cfg: &DockerConfig, kernel: Kernel) -> i64 {
     }
 }
 
-/// Builds the hardened container spec. The main process is an idle `sleep`
-/// under Docker's init, running as root without capabilities: commands run
-/// as `cfg.user` through exec, so they cannot signal it (signalling another
+/// The container's main process: it reads its stdin, which runner holds
+/// open (see `lifeline`), and exits at EOF, that is when runner is gone;
+/// under `timeout` (when the image has it) it also exits at the expiry
+/// (`$1` seconds). The line `keep` makes it outlive the stream until then.
+/// `$2` is the loop, run by a second `sh` so `timeout` can wrap it.
+pub const IDLE: &str = r#"command -v timeout >/dev/null && exec timeout "$1" sh -c "$2" runner-idle "$1"; exec sh -c "$2" runner-idle "$1""#;
+/// The stdin loop of [`IDLE`].
+const IDLE_LOOP: &str = r#"while read -r l; do [ "$l" = keep ] && exec sleep "$1"; done"#;
+
+/// Builds the hardened container spec. The main process ([`IDLE`]) runs
+/// under Docker's init as root without capabilities: commands run as
+/// `cfg.user` through exec, so they cannot signal it (signalling another
 /// uid needs CAP_KILL), and the kill protocol's `kill -9 -1` spares it.
 /// `user` is who commands run as (it owns the HOME tmpfs); `kernel` is
 /// what the runtime puts under the sandbox.
@@ -167,13 +190,15 @@ pub fn spec(
             read_only: Some(false),
             ..Default::default()
         }]),
-        WorkspaceMount::Volume(name) => Some(vec![Mount {
+        // No source: an anonymous volume, which `rm -v` and AutoRemove
+        // take along with the container.
+        WorkspaceMount::Volume => Some(vec![Mount {
             target: Some(cfg.workdir.clone()),
-            source: Some((*name).into()),
             typ: Some(MountType::VOLUME),
             read_only: Some(false),
-            volume_options: cfg.volume_no_copy.then(|| MountVolumeOptions {
-                no_copy: Some(true),
+            volume_options: Some(MountVolumeOptions {
+                no_copy: cfg.volume_no_copy.then_some(true),
+                labels: Some(labels(cfg)),
                 ..Default::default()
             }),
             ..Default::default()
@@ -219,15 +244,22 @@ pub fn spec(
         init: Some(true),
         runtime: cfg.runtime.clone(),
         mounts,
+        // The container goes away as soon as its main process ends: when
+        // runner dies (stdin EOF) or at expiry.
+        auto_remove: Some(true),
         ..Default::default()
     };
-    // The idle process ends by itself at expiry, so a container orphaned by
-    // a killed runner stops even if nobody runs gc.
     let idle_secs = cfg.max_run_time.as_secs() + EXPIRY_MARGIN_SECS;
     ContainerCreateBody {
         image: Some(cfg.image.clone()),
-        entrypoint: Some(vec!["sleep".into()]),
-        cmd: Some(vec![idle_secs.to_string()]),
+        entrypoint: Some(vec!["sh".into(), "-c".into(), IDLE.into()]),
+        cmd: Some(vec![
+            "runner-idle".into(),
+            idle_secs.to_string(),
+            IDLE_LOOP.into(),
+        ]),
+        open_stdin: Some(true),
+        stdin_once: Some(true),
         user: Some("0:0".into()),
         working_dir: Some(cfg.workdir.clone()),
         // Only HOME: the command environment (`cfg.env`, which may hold
@@ -249,6 +281,11 @@ pub fn exec_env(env: &[(String, String)]) -> Vec<String> {
 
 /// Container names must be unique; the run id plus randomness is.
 pub fn container_name(run_id: &str) -> String {
+    format!("{}{:08x}", name_prefix(run_id), fastrand::u32(..))
+}
+
+/// `runner-<run id, made safe>-`, the start of a sandbox's name.
+fn name_prefix(run_id: &str) -> String {
     let clean: String = run_id
         .chars()
         .map(|c| {
@@ -260,15 +297,31 @@ pub fn container_name(run_id: &str) -> String {
         })
         .take(40)
         .collect();
-    format!("runner-{clean}-{:08x}", fastrand::u32(..))
+    format!("runner-{clean}-")
 }
 
-/// Creates and starts the container; removes it again if start fails.
+/// Whether `name` (as the engine lists it, maybe with a leading `/`) is one
+/// [`container_name`] gives to run `run_id`. Labels are inherited from an
+/// image (a committed sandbox passes its labels to every container made
+/// from it, build containers included); the name is not.
+pub fn is_sandbox_name(name: &str, run_id: &str) -> bool {
+    name.trim_start_matches('/')
+        .strip_prefix(&name_prefix(run_id))
+        .is_some_and(|rest| rest.len() == 8 && rest.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Creates the container, ties it to this process (see `lifeline`) and
+/// starts it; removes it again if that fails. A runner killed between the
+/// creation and the attach (milliseconds) leaves a container that never
+/// started; the next sweep removes it.
 pub async fn create_and_start(
     docker: &Docker,
     name: &str,
     body: ContainerCreateBody,
-) -> Result<String, ExecError> {
+) -> Result<(String, Lifeline), ExecError> {
+    // Well before the creation: the daemon's clock may lag ours, and the
+    // container filter leaves nothing older to replay anyway.
+    let since = now_secs().saturating_sub(600);
     let opts = CreateContainerOptionsBuilder::new().name(name).build();
     let created = call(
         "create container",
@@ -278,6 +331,13 @@ pub async fn create_and_start(
     )
     .await?;
     let id = created.id;
+    let lifeline = match Lifeline::attach(docker, &id, since).await {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = remove(docker, &id).await;
+            return Err(e);
+        }
+    };
     if let Err(e) = call(
         "start container",
         short(&id),
@@ -289,11 +349,12 @@ pub async fn create_and_start(
         let _ = remove(docker, &id).await;
         return Err(e);
     }
-    Ok(id)
+    Ok((id, lifeline))
 }
 
 /// Force-removes a container with its anonymous volumes; a container that
-/// is already gone counts as removed.
+/// is already gone counts as removed, and one the engine is already
+/// removing (auto-remove after it stopped, or gc) is waited for.
 pub async fn remove(docker: &Docker, id: &str) -> Result<(), ExecError> {
     let opts = RemoveContainerOptionsBuilder::new()
         .force(true)
@@ -302,8 +363,10 @@ pub async fn remove(docker: &Docker, id: &str) -> Result<(), ExecError> {
     match tokio::time::timeout(CALL_TIMEOUT, docker.remove_container(id, Some(opts))).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) if status_of(&e) == Some(404) => Ok(()),
-        // 409: removal already in progress (for example by gc).
-        Ok(Err(e)) if status_of(&e) == Some(409) => Ok(()),
+        Ok(Err(e)) if status_of(&e) == Some(409) => {
+            wait_gone(docker, id).await;
+            Ok(())
+        }
         Ok(Err(e)) => Err(super::client::docker_err("remove container", short(id), &e)),
         Err(_) => Err(ExecError::DockerTimeout {
             op: "remove container",
@@ -312,12 +375,33 @@ pub async fn remove(docker: &Docker, id: &str) -> Result<(), ExecError> {
     }
 }
 
-/// Why a container is no longer running, or `None` if it still is.
-pub async fn death_reason(docker: &Docker, id: &str) -> Result<Option<String>, ExecError> {
+/// Waits (bounded) until the engine no longer knows the container.
+async fn wait_gone(docker: &Docker, id: &str) {
+    let until = tokio::time::Instant::now() + CALL_TIMEOUT;
+    while tokio::time::Instant::now() < until {
+        match docker.inspect_container(id, None).await {
+            Err(e) if status_of(&e) == Some(404) => return,
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// Why a container is no longer running, or `None` if it still is. A
+/// container that is gone (the engine removes a stopped one at once) is
+/// described from the engine's events, when `lifeline` has them.
+pub async fn death_reason(
+    docker: &Docker,
+    id: &str,
+    lifeline: Option<&Lifeline>,
+) -> Result<Option<String>, ExecError> {
     let info = match tokio::time::timeout(CALL_TIMEOUT, docker.inspect_container(id, None)).await {
         Ok(Ok(info)) => info,
         Ok(Err(e)) if status_of(&e) == Some(404) => {
-            return Ok(Some(format!("container {} was removed", short(id))));
+            let ending = match lifeline {
+                Some(l) => l.ending(DEATH_EVENT_WAIT).await,
+                None => Ending::default(),
+            };
+            return Ok(Some(describe_end(id, &ending, true)));
         }
         Ok(Err(e)) => {
             return Err(super::client::docker_err(
@@ -337,23 +421,68 @@ pub async fn death_reason(docker: &Docker, id: &str) -> Result<Option<String>, E
     if state.running == Some(true) && state.paused != Some(true) {
         return Ok(None);
     }
-    let mut why = format!(
-        "container {} is no longer running (exit code {})",
-        short(id),
-        state.exit_code.unwrap_or(-1)
-    );
-    if state.oom_killed == Some(true) {
-        why.push_str(", killed by the memory limit");
+    if state.running == Some(true) {
+        return Ok(Some(format!(
+            "container {} is paused (`docker pause`); nothing can run in it",
+            short(id)
+        )));
     }
+    let ending = Ending {
+        exit_code: state.exit_code,
+        oom: state.oom_killed == Some(true),
+    };
+    let mut why = describe_end(id, &ending, false);
     if let Some(err) = state.error.filter(|e| !e.is_empty()) {
         why.push_str(&format!(": {err}"));
     }
     Ok(Some(why))
 }
 
+/// How long to wait for the engine's `die` event of a vanished container.
+const DEATH_EVENT_WAIT: Duration = Duration::from_secs(1);
+
+/// Says how a container ended; `gone` when the engine already removed it
+/// (as it does at once with auto-remove).
+fn describe_end(id: &str, ending: &Ending, gone: bool) -> String {
+    let how = match ending.exit_code {
+        Some(137) if ending.oom => "was killed by the memory limit (the kernel's OOM killer \
+             took its main process; under gVisor a sandbox over its limit ends as a whole)"
+            .to_string(),
+        Some(137) => {
+            "was killed (SIGKILL: `docker kill`, `docker rm -f` or the engine)".to_string()
+        }
+        Some(c) => format!("stopped (its main process exited with code {c})"),
+        None => "stopped".to_string(),
+    };
+    if gone {
+        format!(
+            "container {} is gone: it {how} and the engine removed it",
+            short(id)
+        )
+    } else {
+        format!("container {} {how}", short(id))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gone_containers_are_described_from_their_events() {
+        let oom = Ending {
+            exit_code: Some(137),
+            oom: true,
+        };
+        let gone = |e: &Ending| describe_end("abc", e, true);
+        assert!(gone(&oom).contains("memory limit"));
+        let killed = Ending {
+            exit_code: Some(137),
+            oom: false,
+        };
+        assert!(gone(&killed).contains("SIGKILL"));
+        assert!(gone(&Ending::default()).contains("is gone"));
+    }
 
     #[test]
     fn home_is_a_tmpfs_owned_by_the_command_user_and_env_stays_out_of_the_spec() {

@@ -1,7 +1,8 @@
 //! Copy mode: the workspace travels as a tar (for engines on other hosts).
-//! Upload at start into a runner-labelled volume; download at shutdown and
-//! extract safely: only plain relative paths, never through or onto a link,
-//! links recreated as links and never followed, no devices or hard links.
+//! Upload at start into the container's anonymous workspace volume;
+//! download at shutdown and extract safely: only plain relative paths,
+//! never through or onto a link, links recreated as links and never
+//! followed, no devices or hard links.
 
 use std::fs;
 use std::io::{Read, Seek, Write};
@@ -9,41 +10,17 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use bollard::Docker;
-use bollard::models::VolumeCreateRequest;
 use bollard::query_parameters::{
     DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder,
 };
 use futures::StreamExt;
 
 use super::client::{CALL_TIMEOUT, call, docker_err, short};
-use super::config::DockerConfig;
-use super::container::labels;
 use crate::exec::ExecError;
 
 /// Largest workspace accepted back from the sandbox when no `--disk`
 /// limit applies.
 pub const MAX_COLLECT_BYTES: u64 = 8 << 30;
-
-/// Creates the labelled volume that holds /workspace in copy mode.
-pub async fn create_volume(
-    docker: &Docker,
-    cfg: &DockerConfig,
-    name: &str,
-) -> Result<(), ExecError> {
-    let req = VolumeCreateRequest {
-        name: Some(name.to_string()),
-        labels: Some(labels(cfg)),
-        ..Default::default()
-    };
-    call(
-        "create volume",
-        name,
-        CALL_TIMEOUT,
-        docker.create_volume(req),
-    )
-    .await?;
-    Ok(())
-}
 
 /// Tars the content of the host directory `host` (links kept as links,
 /// never followed; entries owned by `uid:gid`) and extracts it into the

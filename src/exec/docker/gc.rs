@@ -1,6 +1,13 @@
-//! Garbage collection of runner-labelled containers and volumes whose
-//! owner died (on this host) or whose expiry passed, so a runner killed
-//! with SIGKILL leaves nothing behind for long.
+//! Garbage collection of runner sandboxes (containers and their volumes)
+//! whose owner died (on this host) or whose expiry passed. A sandbox ends
+//! itself when its runner dies (see `lifeline`); this sweeps what that
+//! cannot cover: a container created but never started, one kept after a
+//! failed copy-back, an engine that kept a dead runner's connection.
+//!
+//! Only sandboxes are touched: the owner labels must all be there, and a
+//! container must carry the name runner gave it, since labels also reach
+//! containers runner never made (from an image built on a committed
+//! sandbox, for instance another process's running image build).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -13,7 +20,8 @@ use bollard::query_parameters::{
 use super::client::{CALL_TIMEOUT, call, docker_err, short, status_of};
 use super::container::{
     LABEL_EXPIRES, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START,
-    LABEL_RUN_ID, MANAGED_VALUE, host_name, now_secs, process_start, remove,
+    LABEL_RUN_ID, MANAGED_VALUE, host_name, is_sandbox_name, now_secs, process_is_dead,
+    process_start, remove,
 };
 use crate::exec::ExecError;
 
@@ -28,12 +36,38 @@ pub struct GcReport {
     pub errors: Vec<String>,
 }
 
+/// Whether an object with these labels is a runner sandbox's: every owner
+/// label is there.
+fn has_owner_labels(labels: &HashMap<String, String>) -> bool {
+    [
+        LABEL_RUN_ID,
+        LABEL_OWNER_PID,
+        LABEL_OWNER_HOST,
+        LABEL_EXPIRES,
+    ]
+    .iter()
+    .all(|k| labels.get(*k).is_some_and(|v| !v.is_empty()))
+}
+
+/// Whether a container is a sandbox: owner labels, and the name runner
+/// gave it for that run.
+pub fn is_sandbox_container(labels: &HashMap<String, String>, names: &[String]) -> bool {
+    let Some(run_id) = labels.get(LABEL_RUN_ID) else {
+        return false;
+    };
+    has_owner_labels(labels) && names.iter().any(|n| is_sandbox_name(n, run_id))
+}
+
 /// Whether an object with these labels is abandoned: its owner process on
-/// this host is gone (or its pid now belongs to another process). Owners
-/// elsewhere cannot be checked, so their objects wait for expiry; a live
-/// owner here keeps its objects even past expiry (another run's sweep must
-/// never pull a long run's sandbox or workspace from under it).
+/// this host is gone, a zombie, or its pid now belongs to another process.
+/// Owners elsewhere cannot be checked, so their objects wait for expiry; a
+/// live owner here keeps its objects even past expiry (another run's sweep
+/// must never pull a long run's sandbox or workspace from under it).
+/// Objects without the owner labels are not runner sandboxes: never.
 pub fn is_abandoned(labels: &HashMap<String, String>, now: u64, this_host: &str) -> bool {
+    if !has_owner_labels(labels) {
+        return false;
+    }
     let expired = labels
         .get(LABEL_EXPIRES)
         .and_then(|e| e.parse::<u64>().ok())
@@ -47,9 +81,12 @@ pub fn is_abandoned(labels: &HashMap<String, String>, now: u64, this_host: &str)
     };
     match process_start(pid) {
         None => true,
-        Some(start) => labels
-            .get(LABEL_OWNER_START)
-            .is_some_and(|s| !s.is_empty() && *s != start),
+        Some(start) => {
+            process_is_dead(pid)
+                || labels
+                    .get(LABEL_OWNER_START)
+                    .is_some_and(|s| !s.is_empty() && *s != start)
+        }
     }
 }
 
@@ -77,7 +114,8 @@ pub async fn gc(docker: &Docker) -> Result<GcReport, ExecError> {
         let (Some(id), Some(labels)) = (c.id, c.labels) else {
             continue;
         };
-        if !is_abandoned(&labels, now, &host) {
+        let names = c.names.unwrap_or_default();
+        if !is_sandbox_container(&labels, &names) || !is_abandoned(&labels, now, &host) {
             continue;
         }
         match remove(docker, &id).await {
@@ -179,6 +217,7 @@ mod tests {
         let start = process_start(me).unwrap();
         let host = "h";
         let live = labels(&[
+            (LABEL_RUN_ID, "r".into()),
             (LABEL_OWNER_HOST, host.into()),
             (LABEL_OWNER_PID, me.to_string()),
             (LABEL_OWNER_START, start.clone()),
@@ -203,5 +242,46 @@ mod tests {
         let mut dead = live.clone();
         dead.insert(LABEL_OWNER_PID.into(), "4194303".into());
         assert!(is_abandoned(&dead, 1000, host));
+        // No owner labels (an image build's container): never.
+        let build = labels(&[(LABEL_EXPIRES, "1".into())]);
+        assert!(!is_abandoned(&build, 1000, host));
+    }
+
+    #[test]
+    fn only_containers_named_by_runner_are_sandboxes() {
+        let l = labels(&[
+            (LABEL_RUN_ID, "20260101-x".into()),
+            (LABEL_OWNER_HOST, "h".into()),
+            (LABEL_OWNER_PID, "1".into()),
+            (LABEL_EXPIRES, "1".into()),
+        ]);
+        let named = |n: &str| vec![n.to_string()];
+        assert!(is_sandbox_container(
+            &l,
+            &named("/runner-20260101-x-0a1b2c3d")
+        ));
+        assert!(!is_sandbox_container(&l, &named("/eager_hopper")));
+        assert!(!is_sandbox_container(&l, &named("/runner-20260101-x-zz")));
+        assert!(!is_sandbox_container(
+            &labels(&[]),
+            &named("/runner-r-0a1b2c3d")
+        ));
+    }
+
+    #[test]
+    fn a_zombie_owner_is_dead() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while !process_is_dead(pid) {
+            assert!(std::time::Instant::now() < until, "never a zombie");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            process_start(pid).is_some(),
+            "the zombie still has a start time"
+        );
+        child.wait().unwrap();
+        assert!(!process_is_dead(std::process::id()));
     }
 }

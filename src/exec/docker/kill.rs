@@ -1,17 +1,24 @@
 //! Control execs: short `sh -c` scripts the runner itself runs inside the
 //! container, for the kill protocol and the OOM check.
 //!
-//! The kill protocol. Commands run as `user`; the idle process (the
-//! container's main process, under Docker's init) runs as root without
+//! The kill protocol. Commands run as `user`; the idle processes (the
+//! container's main process, under Docker's init) run as root without
 //! capabilities. A control exec as `user` running `kill -9 -1` signals every
 //! process of that uid in the container except itself; the kernel walks the
 //! process list under a lock, so a fork bomb cannot slip new children past
 //! it, and `setsid`, `nohup` and `trap '' TERM` do not help against SIGKILL.
-//! Init (PID 1) and the root-owned idle process survive because signalling
+//! Init (PID 1) and the root-owned idle processes survive because signalling
 //! another uid needs CAP_KILL, which nothing in the container has, so the
 //! same container serves the next command. When commands run as root (a
 //! loosening), that shield is gone, so we instead kill every pid except
-//! init, the idle process and the killer, repeating until none is left.
+//! init, the idle processes and the killer, repeating until none is left.
+//!
+//! A kill counts only once verified: the script walks /proc until no live
+//! process of the command is left and says so (`launch::KILL`). An exec
+//! that could not start (a fork bomb holding every pid: runc's init cannot
+//! make its threads, exit 126) or processes that outlive SIGKILL make the
+//! attempt fail; it is retried with more pids, and when every attempt
+//! fails the sandbox is given up with a named, fatal error.
 
 use std::time::Duration;
 
@@ -21,6 +28,7 @@ use futures::StreamExt;
 
 use super::client::{QUICK_TIMEOUT, call, short};
 use super::config::user_is_root;
+use super::launch::{CLEAN_MARK, KILL};
 use crate::exec::ExecError;
 
 /// Most output a control exec may return before it is cut.
@@ -32,14 +40,18 @@ pub struct ControlOutput {
     pub exit_code: Option<i64>,
 }
 
-/// Runs `sh -c script` as `user` and waits for it, all within
-/// `QUICK_TIMEOUT`.
+/// Runs `sh -c script runner ARGS...` as `user` and waits for it, all
+/// within `QUICK_TIMEOUT`. Its stdout and stderr are both returned (an
+/// exec the runtime could not start says why there).
 pub async fn control(
     docker: &Docker,
     id: &str,
     user: &str,
     script: &str,
+    args: &[&str],
 ) -> Result<ControlOutput, ExecError> {
+    let mut cmd = vec!["sh", "-c", script, "runner"];
+    cmd.extend_from_slice(args);
     let fut = async {
         let exec = call(
             "create control exec",
@@ -48,7 +60,7 @@ pub async fn control(
             docker.create_exec(
                 id,
                 CreateExecOptions {
-                    cmd: Some(vec!["sh", "-c", script]),
+                    cmd: Some(cmd),
                     attach_stdout: Some(true),
                     attach_stderr: Some(true),
                     user: Some(user),
@@ -68,10 +80,8 @@ pub async fn control(
         if let StartExecResults::Attached { mut output, .. } = started {
             while let Some(item) = output.next().await {
                 let Ok(item) = item else { break };
-                if let bollard::container::LogOutput::StdOut { message } = item
-                    && out.len() < CONTROL_OUTPUT_MAX
-                {
-                    out.extend_from_slice(&message);
+                if out.len() < CONTROL_OUTPUT_MAX {
+                    out.extend_from_slice(&item.into_bytes());
                 }
             }
         }
@@ -119,54 +129,98 @@ pub async fn wait_exit(
     }
 }
 
-/// Pid of the idle process, found at start when it is the only process
-/// besides init (needed only when commands run as root).
-pub async fn find_idle_pid(docker: &Docker, id: &str) -> Result<Option<u32>, ExecError> {
-    let script = r#"for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] || echo "$p"; done"#;
-    let out = control(docker, id, "0:0", script).await?;
-    let pids: Vec<u32> = out
+/// Pids of the idle processes (the container's main process and, when the
+/// image has `timeout`, its child), needed only when commands run as root:
+/// every process but init and this probe, once the main process has
+/// started its child.
+pub async fn find_idle_pids(docker: &Docker, id: &str) -> Result<Vec<u32>, ExecError> {
+    let script = r#"want=1
+command -v timeout >/dev/null 2>&1 && want=2
+i=0
+while :; do
+  ids=
+  c=0
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$p" in 1|$$) continue ;; esac
+    ids="$ids $p"
+    c=$((c+1))
+  done
+  if [ "$c" -ge "$want" ] || [ "$i" -ge 100 ]; then echo "$ids"; exit 0; fi
+  i=$((i+1))
+  sleep 0.02 2>/dev/null || sleep 1
+done"#;
+    let out = control(docker, id, "0:0", script, &[]).await?;
+    Ok(out
         .stdout
         .split_whitespace()
         .filter_map(|p| p.parse().ok())
-        .collect();
-    Ok(if pids.len() == 1 { Some(pids[0]) } else { None })
+        .collect())
 }
 
-/// Extra pids lent to the container when a fork bomb has used them all
-/// and our control exec cannot start.
-const PIDS_HEADROOM: i64 = 32;
-/// How many times the kill is tried before giving up.
+/// Extra pids lent to the container per attempt when a fork bomb has used
+/// them all and our control exec cannot start (runc's init needs a few).
+const PIDS_HEADROOM: i64 = 64;
+/// How many times the kill is tried before the sandbox is given up.
 const KILL_ATTEMPTS: usize = 4;
 
-/// Kills every process the command started (see the module comment). A
-/// fork bomb at the pids limit leaves no pid for the control exec, so on
-/// failure the limit is raised briefly, the kill retried, and the limit
-/// restored.
+/// Kills every process the command started (see the module comment) and
+/// checks that none is left. A fork bomb at the pids limit can leave no
+/// pid for the control exec (it then fails, often with exit 126), so each
+/// retry first raises the limit by some headroom, and the limit is put
+/// back after. When no attempt leaves the sandbox clean, the sandbox
+/// cannot serve another command: `ExecError::Unrecoverable`.
 pub async fn kill_command_processes(
     docker: &Docker,
     id: &str,
     user: &str,
-    idle_pid: Option<u32>,
+    spare: &[u32],
     pids_limit: i64,
 ) -> Result<(), ExecError> {
-    let mut last = None;
+    let mut last = String::new();
     for attempt in 0..KILL_ATTEMPTS {
-        if attempt > 0 {
-            set_pids_limit(docker, id, pids_limit + PIDS_HEADROOM * attempt as i64).await?;
-        }
-        let r = kill_once(docker, id, user, idle_pid).await;
-        if attempt > 0 {
-            set_pids_limit(docker, id, pids_limit).await?;
-        }
-        match r {
-            Ok(()) => return Ok(()),
-            Err(e) => {
-                tracing::debug!(container = short(id), attempt, "kill failed: {e}");
-                last = Some(e);
+        let raised = attempt > 0;
+        if raised {
+            let more = pids_limit + PIDS_HEADROOM * attempt as i64;
+            if let Err(e) = set_pids_limit(docker, id, more).await {
+                // Still try without the headroom; a busy engine may answer
+                // the exec but not the update.
+                tracing::debug!(container = short(id), attempt, "cannot raise pids: {e}");
             }
         }
+        let r = kill_once(docker, id, user, spare).await;
+        if raised && let Err(e) = restore_pids_limit(docker, id, pids_limit).await {
+            return Err(ExecError::Unrecoverable {
+                detail: format!(
+                    "the pids limit of container {} could not be put back to {pids_limit} \
+                     after the kill: {e}",
+                    short(id)
+                ),
+            });
+        }
+        match r {
+            Ok(None) => return Ok(()),
+            Ok(Some(why)) => last = why,
+            Err(e) => last = e.to_string(),
+        }
+        tracing::debug!(container = short(id), attempt, "kill failed: {last}");
     }
-    Err(last.unwrap_or_else(|| ExecError::Spawn("kill never ran".into())))
+    Err(ExecError::Unrecoverable {
+        detail: format!(
+            "the command's processes could not all be killed in container {} \
+             ({KILL_ATTEMPTS} attempts; last: {last})",
+            short(id)
+        ),
+    })
+}
+
+/// Puts the configured pids limit back, trying twice: a sandbox left with
+/// more pids than it was given must not serve another command.
+async fn restore_pids_limit(docker: &Docker, id: &str, limit: i64) -> Result<(), ExecError> {
+    match set_pids_limit(docker, id, limit).await {
+        Ok(()) => Ok(()),
+        Err(_) => set_pids_limit(docker, id, limit).await,
+    }
 }
 
 async fn set_pids_limit(docker: &Docker, id: &str, limit: i64) -> Result<(), ExecError> {
@@ -183,39 +237,36 @@ async fn set_pids_limit(docker: &Docker, id: &str, limit: i64) -> Result<(), Exe
     .await
 }
 
+/// One kill-and-verify control exec; `Ok(None)` when nothing of the
+/// command is left, else what went wrong.
 async fn kill_once(
     docker: &Docker,
     id: &str,
     user: &str,
-    idle_pid: Option<u32>,
-) -> Result<(), ExecError> {
-    if !user_is_root(user) {
-        control(docker, id, user, "kill -9 -1 2>/dev/null; exit 0").await?;
-        return Ok(());
+    spare: &[u32],
+) -> Result<Option<String>, ExecError> {
+    let spare = spare_list(spare);
+    let root = if user_is_root(user) { "1" } else { "" };
+    let out = control(docker, id, user, KILL, &[&spare, root]).await?;
+    if out.exit_code == Some(0) && out.stdout.lines().any(|l| l == CLEAN_MARK) {
+        return Ok(None);
     }
-    let idle = idle_pid
-        .map(|p| p.to_string())
-        .unwrap_or_else(|| "0".into());
-    let script = format!(
-        r#"i=0
-while [ $i -lt 40 ]; do
-  n=0
-  for d in /proc/[0-9]*; do
-    p=${{d#/proc/}}
-    case "$p" in 1|{idle}|$$) continue ;; esac
-    kill -9 "$p" 2>/dev/null && n=$((n+1))
-  done
-  [ $n -eq 0 ] && exit 0
-  i=$((i+1))
-  sleep 0.05 2>/dev/null || sleep 1
-done
-exit 1"#
-    );
-    let out = control(docker, id, user, &script).await?;
-    if out.exit_code != Some(0) {
-        tracing::warn!(container = short(id), "kill loop did not converge");
-    }
-    Ok(())
+    Ok(Some(match out.exit_code {
+        Some(1) => "processes were still alive after the kill".to_string(),
+        Some(c) => format!(
+            "the kill exec exited {c}: {}",
+            out.stdout.trim().chars().take(200).collect::<String>()
+        ),
+        None => "the kill exec did not finish".to_string(),
+    }))
+}
+
+/// Pids as the scripts take them: space-separated.
+pub fn spare_list(pids: &[u32]) -> String {
+    pids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// How many times the kernel's OOM killer has fired in the container's
@@ -229,7 +280,7 @@ pub async fn oom_kill_count(
     user: &str,
 ) -> Result<(bool, Option<u64>), ExecError> {
     let script = "echo runner-alive; cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null; exit 0";
-    let out = control(docker, id, user, script).await?;
+    let out = control(docker, id, user, script, &[]).await?;
     let alive = out.stdout.lines().next() == Some("runner-alive");
     Ok((alive, parse_oom_kill(&out.stdout)))
 }

@@ -1,6 +1,8 @@
 //! The docker executor: one hardened container per run, through bollard.
-//! Each command is an exec of `bash -c` (or `sh -c`) in /workspace; the
-//! container idles under Docker's init between commands.
+//! Each command is an exec of `bash -c` (or `sh -c`) in /workspace under a
+//! small launcher; the container idles under Docker's init between
+//! commands, tied to this process so it ends when the runner does (see
+//! `lifeline`).
 
 mod client;
 mod config;
@@ -10,6 +12,9 @@ mod engine;
 mod gc;
 mod image;
 mod kill;
+mod launch;
+mod lifeline;
+mod oom;
 mod run;
 mod seed;
 
@@ -19,7 +24,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bollard::Docker;
-use bollard::query_parameters::RemoveVolumeOptionsBuilder;
 
 pub use client::connect;
 pub use config::{
@@ -37,6 +41,8 @@ use crate::redact::Redactor;
 use client::{CALL_TIMEOUT, call, short};
 use config::{numeric_user, user_is_root};
 use container::WorkspaceMount;
+use lifeline::Lifeline;
+use oom::OomCounter;
 
 /// Longest the panic-path cleanup may block a dropping thread.
 const DROP_CLEANUP_LIMIT: Duration = Duration::from_secs(40);
@@ -52,17 +58,8 @@ enum Workspace {
     Disk {
         disk: std::sync::Mutex<Option<Disk>>,
     },
-    /// Copied through the labelled volume `volume`.
-    Copy { host: PathBuf, volume: String },
-}
-
-impl Workspace {
-    fn volume(&self) -> Option<String> {
-        match self {
-            Workspace::Copy { volume, .. } => Some(volume.clone()),
-            _ => None,
-        }
-    }
+    /// Copied through an anonymous volume that goes with the container.
+    Copy { host: PathBuf },
 }
 
 /// A run's sandbox: one container, commands executed in it one at a time.
@@ -70,11 +67,13 @@ pub struct DockerExecutor {
     docker: Docker,
     id: String,
     user: String,
-    idle_pid: Option<u32>,
+    /// The idle processes, which the kill spares when commands run as root.
+    idle_pids: Vec<u32>,
     workdir: String,
     memory_bytes: i64,
     pids_limit: i64,
     nproc: Option<i64>,
+    keep_background: bool,
     loosenings: Vec<String>,
     workspace: Option<Workspace>,
     /// Bytes the workspace may hold; `None`: unbounded.
@@ -84,9 +83,15 @@ pub struct DockerExecutor {
     redactor: Redactor,
     /// What confines the container, read from the engine once it runs.
     security: Option<SandboxSecurity>,
+    oom: OomCounter,
+    /// Held open for the executor's lifetime: the container ends when it
+    /// closes.
+    lifeline: Lifeline,
     /// OOM kills already accounted for; the lock also keeps commands
     /// sequential, which the kill protocol relies on.
     oom_seen: tokio::sync::Mutex<Option<u64>>,
+    /// Set when a kill could not be verified: no command runs any more.
+    unrecoverable: std::sync::Mutex<Option<String>>,
     finishing: tokio::sync::Mutex<()>,
     removed: AtomicBool,
 }
@@ -124,12 +129,7 @@ impl DockerExecutor {
             None => None,
             Some(p) if copy => {
                 let host_dir = p.canonicalize()?;
-                let volume = format!("{name}-ws");
-                copy::create_volume(&docker, &cfg, &volume).await?;
-                Some(Workspace::Copy {
-                    host: host_dir,
-                    volume,
-                })
+                Some(Workspace::Copy { host: host_dir })
             }
             Some(p) => {
                 let host_dir = p.canonicalize()?;
@@ -155,7 +155,7 @@ impl DockerExecutor {
                     .unwrap_or_default();
                 WorkspaceMount::Bind(&src)
             }
-            Some(Workspace::Copy { volume, .. }) => WorkspaceMount::Volume(volume),
+            Some(Workspace::Copy { .. }) => WorkspaceMount::Volume,
         };
         let mut body = container::spec(&cfg, &user, &mount, kernel);
         let bound_root = cfg.writable_rootfs && cfg.disk_bytes.is_some();
@@ -181,15 +181,14 @@ impl DockerExecutor {
             );
             created = container::create_and_start(&docker, &name, body).await;
         }
-        let id = match created {
-            Ok(id) => id,
+        let (id, lifeline) = match created {
+            Ok(c) => c,
             Err(e) => {
                 if let Some(Workspace::Disk { disk }) = &workspace
                     && let Some(d) = disk.lock().ok().and_then(|mut d| d.take())
                 {
                     let _ = finish_disk(d, false).await;
                 }
-                release_volume(&docker, workspace.as_ref().and_then(Workspace::volume)).await;
                 return Err(e);
             }
         };
@@ -197,20 +196,24 @@ impl DockerExecutor {
             docker,
             id,
             user,
-            idle_pid: None,
+            idle_pids: Vec::new(),
             workdir: cfg.workdir.clone(),
             memory_bytes: cfg.memory_bytes,
             // The container's own limit, which the kill protocol raises
             // briefly when a fork bomb has filled it.
             pids_limit: container::host_pids_limit(&cfg, kernel),
             nproc: container::command_nproc(&cfg, kernel),
+            keep_background: cfg.keep_background,
             loosenings,
             workspace,
             disk_bytes: cfg.disk_bytes,
             env: container::exec_env(&cfg.env),
             redactor: cfg.redactor.clone(),
             security: None,
+            oom: OomCounter::InContainer,
+            lifeline,
             oom_seen: tokio::sync::Mutex::new(None),
+            unrecoverable: std::sync::Mutex::new(None),
             finishing: tokio::sync::Mutex::new(()),
             removed: AtomicBool::new(false),
         };
@@ -221,22 +224,47 @@ impl DockerExecutor {
         Ok(exec)
     }
 
-    /// Learns the idle pid when it is needed, and uploads the workspace in
-    /// copy mode. No exec runs otherwise: the shell is chosen inside each
-    /// command's exec (see `run::LAUNCH`), and a fresh container's OOM-kill
-    /// count is 0, so neither needs a probe (an exec costs as much as a
-    /// command).
+    /// Reads what confines the container and where to count OOM kills
+    /// (inspects), learns the idle pids when they are needed, and uploads
+    /// the workspace in copy mode. No exec runs otherwise: the shell is
+    /// chosen inside each command's exec (see `launch::LAUNCH`), and a fresh
+    /// container's OOM-kill count is 0, so neither needs a probe (an exec
+    /// costs as much as a command).
     async fn init(&mut self, engine: &EngineInfo) -> Result<(), ExecError> {
         *self.oom_seen.get_mut() = Some(0);
         self.security = Some(engine::inspect_security(&self.docker, &self.id, engine).await?);
+        let info = call(
+            "inspect container",
+            short(&self.id),
+            CALL_TIMEOUT,
+            self.docker.inspect_container(&self.id, None),
+        )
+        .await?;
+        let pid = info.state.and_then(|s| s.pid);
+        self.oom = OomCounter::locate(&self.id, pid, client::engine_is_local());
+        if let OomCounter::Host(path) = &self.oom {
+            tracing::debug!(
+                container = short(&self.id),
+                "counting OOM kills in {}",
+                path.display()
+            );
+        }
         if user_is_root(&self.user) {
-            self.idle_pid = kill::find_idle_pid(&self.docker, &self.id).await?;
+            self.idle_pids = kill::find_idle_pids(&self.docker, &self.id).await?;
         }
         if let Some(Workspace::Copy { host, .. }) = &self.workspace {
             let (uid, gid) = numeric_user(&self.user).unwrap_or((0, 0));
             copy::upload_to(&self.docker, &self.id, host, &self.workdir, uid, gid).await?;
         }
         Ok(())
+    }
+
+    /// Why no further command may run, once a kill could not be verified.
+    fn unrecoverable(&self) -> Option<String> {
+        self.unrecoverable
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The container's id.
@@ -281,7 +309,12 @@ impl DockerExecutor {
                 Ok(_) => {}
                 Err(e) => {
                     // The volume holds the only copy of the agent's work:
-                    // keep it (and the container) rather than lose it.
+                    // keep it (and the container) rather than lose it; the
+                    // container stays after this runner exits, until its
+                    // expiry or `runner gc`.
+                    if let Err(k) = self.lifeline.keep().await {
+                        tracing::warn!("cannot keep container {}: {k}", short(&self.id));
+                    }
                     self.removed.store(true, Ordering::SeqCst);
                     return Err(ExecError::Docker {
                         op: "collect the workspace",
@@ -306,11 +339,6 @@ impl DockerExecutor {
                 finish_disk(d, collect).await?;
             }
         }
-        release_volume(
-            &self.docker,
-            self.workspace.as_ref().and_then(Workspace::volume),
-        )
-        .await;
         Ok(())
     }
 }
@@ -407,22 +435,6 @@ pub async fn recover_disks(docker: &Docker) -> crate::exec::disk::Recovered {
     r
 }
 
-/// Removes the copy-mode volume. Only called once the container is gone.
-async fn release_volume(docker: &Docker, volume: Option<String>) {
-    let Some(volume) = volume else { return };
-    let opts = RemoveVolumeOptionsBuilder::new().force(true).build();
-    let r = call(
-        "remove volume",
-        &volume,
-        CALL_TIMEOUT,
-        docker.remove_volume(&volume, Some(opts)),
-    )
-    .await;
-    if let Err(e) = r {
-        tracing::warn!("{e}");
-    }
-}
-
 #[async_trait]
 impl Executor for DockerExecutor {
     fn kind(&self) -> &'static str {
@@ -440,19 +452,29 @@ impl Executor for DockerExecutor {
             });
         }
         let mut oom_seen = self.oom_seen.lock().await;
+        if let Some(detail) = self.unrecoverable() {
+            return Err(ExecError::Unrecoverable { detail });
+        }
         let target = run::Target {
             docker: &self.docker,
             id: &self.id,
             user: &self.user,
-            idle_pid: self.idle_pid,
+            spare: &self.idle_pids,
             memory_bytes: self.memory_bytes,
             pids_limit: self.pids_limit,
             nproc: self.nproc,
             workdir: &self.workdir,
             env: &self.env,
             redactor: &self.redactor,
+            keep_background: self.keep_background,
+            oom: &self.oom,
+            lifeline: Some(&self.lifeline),
         };
-        run::run(&target, &req, &mut oom_seen).await
+        let r = run::run(&target, &req, &mut oom_seen).await;
+        if let Err(ExecError::Unrecoverable { detail }) = &r {
+            *self.unrecoverable.lock().unwrap_or_else(|e| e.into_inner()) = Some(detail.clone());
+        }
+        r
     }
 
     fn loosenings(&self) -> Vec<String> {
@@ -477,10 +499,10 @@ impl Drop for DockerExecutor {
         if self.removed.load(Ordering::SeqCst) {
             return;
         }
-        let id = self.id.clone();
         // A disk is left mounted: it holds the work, and `runner gc` (or the
-        // next start) copies it back.
-        let volume = self.workspace.as_ref().and_then(Workspace::volume);
+        // next start) copies it back. The copy-mode volume is anonymous and
+        // goes with the container.
+        let id = self.id.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         let spawned = std::thread::Builder::new()
             .name("runner-docker-cleanup".into())
@@ -495,7 +517,6 @@ impl Drop for DockerExecutor {
                                 if let Err(e) = container::remove(&d, &id).await {
                                     tracing::error!("leaving container {}: {e}", short(&id));
                                 }
-                                release_volume(&d, volume).await;
                             }
                             Err(e) => tracing::error!("leaving container {}: {e}", short(&id)),
                         }

@@ -1,18 +1,25 @@
-//! One command: an exec of `bash -c` (or `sh -c`), read while polling the
-//! exec's state, so neither a held-open stream nor a hung daemon can stall
-//! it past its timeout.
+//! One command: an exec of the launcher (`launch::LAUNCH`), which runs the
+//! command with `bash -c` (or `sh -c`), kills what it left running and
+//! reports how it ended. The exec's stream is read while its state is
+//! polled, so neither a held-open stream nor a hung daemon can stall the
+//! command past its timeout.
 
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
+use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecResults};
 use futures::StreamExt;
 
 use super::client::{QUICK_TIMEOUT, call, short};
+use super::config::user_is_root;
 use super::container::death_reason;
-use super::kill::{kill_command_processes, oom_kill_count, wait_exit};
+use super::kill::{kill_command_processes, spare_list, wait_exit};
+use super::launch::{LAUNCH, LAUNCH_CMD, Report};
+use super::lifeline::Lifeline;
+use super::oom::OomCounter;
 use crate::exec::capture::Capture;
-use crate::exec::{ExecError, ExecOutput, ExecRequest};
+use crate::exec::{ExecError, ExecOutput, ExecRequest, background_killed_note};
 use crate::redact::Redactor;
 
 /// How often the exec's state is polled while its output is open.
@@ -28,7 +35,8 @@ pub struct Target<'a> {
     pub docker: &'a Docker,
     pub id: &'a str,
     pub user: &'a str,
-    pub idle_pid: Option<u32>,
+    /// Pids the kill spares when commands run as root (the idle processes).
+    pub spare: &'a [u32],
     pub memory_bytes: i64,
     pub pids_limit: i64,
     /// RLIMIT_NPROC the command lowers itself to first (gVisor), leaving
@@ -40,12 +48,16 @@ pub struct Target<'a> {
     pub env: &'a [String],
     /// Secrets redacted from the output while it streams.
     pub redactor: &'a Redactor,
+    /// Leave what a command started in the background running after it.
+    pub keep_background: bool,
+    pub oom: &'a OomCounter,
+    pub lifeline: Option<&'a Lifeline>,
 }
 
 /// Why the wait for a command ended.
 #[derive(PartialEq)]
 enum End {
-    Exited(Option<i64>),
+    Exited(i64),
     TimedOut,
     Cancelled,
 }
@@ -56,7 +68,7 @@ enum End {
 /// inspect shows the container as stopped, so this looks a few times.
 async fn died_or(t: &Target<'_>, err: ExecError) -> ExecError {
     for _ in 0..5 {
-        match death_reason(t.docker, t.id).await {
+        match death_reason(t.docker, t.id, t.lifeline).await {
             Ok(Some(why)) => return ExecError::SandboxDied { detail: why },
             Ok(None) => tokio::time::sleep(Duration::from_millis(200)).await,
             Err(_) => break,
@@ -65,13 +77,45 @@ async fn died_or(t: &Target<'_>, err: ExecError) -> ExecError {
     err
 }
 
-/// Runs the command (`$1`) with bash when the image has it, else with sh;
-/// `exec` replaces the launcher, so no extra process stays around.
-pub const LAUNCH: &str =
-    "if command -v bash >/dev/null 2>&1; then exec bash -c \"$1\"; fi; exec sh -c \"$1\"";
+/// Where the exec's stream goes: stdout (the command's stdout and stderr)
+/// to the capture, stderr through the launcher's report.
+struct Sink<'c> {
+    cap: &'c mut Capture,
+    report: Report,
+    /// The first failure to write the full-output file; reading goes on so
+    /// the exec's stream never backs up, and the error is reported at the
+    /// end.
+    tee_err: Option<std::io::Error>,
+}
+
+impl Sink<'_> {
+    fn take(&mut self, item: LogOutput) {
+        match item {
+            LogOutput::StdErr { message } => {
+                let rest = self.report.feed(&message);
+                self.out(&rest);
+            }
+            other => self.out(&other.into_bytes()),
+        }
+    }
+
+    fn out(&mut self, bytes: &[u8]) {
+        if self.tee_err.is_none()
+            && !bytes.is_empty()
+            && let Err(e) = self.cap.feed(bytes)
+        {
+            self.tee_err = Some(e);
+        }
+    }
+
+    fn end(&mut self) {
+        let rest = self.report.flush();
+        self.out(&rest);
+    }
+}
 
 /// Runs one command to completion, timeout or cancellation. `oom_seen` is
-/// the OOM-kill count already accounted for, updated when it grows.
+/// the OOM-kill count already accounted for, updated after the command.
 pub async fn run(
     t: &Target<'_>,
     req: &ExecRequest,
@@ -82,17 +126,23 @@ pub async fn run(
     if let Some(file) = &req.full_output {
         cap = cap.with_output_file(file)?;
     }
-    // The first failure to write the full-output file; reading goes on so
-    // the exec's stream never backs up, and the error is reported at the end.
-    let mut tee_err: Option<std::io::Error> = None;
+    // Read now when that is free (the host's cgroup file): what happened
+    // between commands is then not blamed on this one.
+    let oom_before = t.oom.peek().or(*oom_seen);
+    let spare = spare_list(t.spare);
+    let root = if user_is_root(t.user) { "1" } else { "" };
+    let mode = if t.keep_background { "keep" } else { "kill" };
+    let launch_env = format!("RUNNER_LAUNCH={LAUNCH}");
     let launch = match t.nproc {
         // bash and busybox spell it -u, dash -p.
         Some(n) => format!(
             "{{ ulimit -u {n} || ulimit -p {n}; }} 2>/dev/null || \
-             {{ echo 'runner: cannot limit the number of processes' >&2; exit 126; }}; {LAUNCH}"
+             {{ echo 'runner: cannot limit the number of processes' >&2; exit 126; }}; {LAUNCH_CMD}"
         ),
-        None => LAUNCH.to_string(),
+        None => LAUNCH_CMD.to_string(),
     };
+    let mut env: Vec<&str> = t.env.iter().map(String::as_str).collect();
+    env.push(launch_env.as_str());
     let created = call(
         "create exec",
         short(t.id),
@@ -100,12 +150,21 @@ pub async fn run(
         t.docker.create_exec(
             t.id,
             CreateExecOptions {
-                cmd: Some(vec!["sh", "-c", &launch, "runner", req.command.as_str()]),
+                cmd: Some(vec![
+                    "sh",
+                    "-c",
+                    &launch,
+                    "runner",
+                    req.command.as_str(),
+                    mode,
+                    spare.as_str(),
+                    root,
+                ]),
                 attach_stdout: Some(true),
                 attach_stderr: Some(true),
                 user: Some(t.user),
                 working_dir: Some(t.workdir),
-                env: Some(t.env.iter().map(String::as_str).collect()),
+                env: Some(env),
                 ..Default::default()
             },
         ),
@@ -115,7 +174,7 @@ pub async fn run(
         Ok(e) => e,
         Err(e) => return Err(died_or(t, e).await),
     };
-    let output = match call(
+    let mut output = match call(
         "start exec",
         short(t.id),
         QUICK_TIMEOUT,
@@ -133,46 +192,48 @@ pub async fn run(
         Err(e) => return Err(died_or(t, e).await),
     };
 
-    // Boxed so it can be dropped (ending its borrow of `cap`) before the
-    // kept text is read.
-    let mut reader = Box::pin(async {
-        let mut output = output;
-        while let Some(item) = output.next().await {
-            match item {
-                Ok(chunk) if tee_err.is_none() => {
-                    if let Err(e) = cap.feed(&chunk.into_bytes()) {
-                        tee_err = Some(e);
-                    }
-                }
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-    });
+    let mut sink = Sink {
+        cap: &mut cap,
+        report: Report::default(),
+        tee_err: None,
+    };
     let deadline = tokio::time::sleep(req.timeout);
     tokio::pin!(deadline);
     let mut poll = tokio::time::interval(POLL_INTERVAL);
     poll.reset();
     let mut eof = false;
+    let mut exited: Option<i64> = None;
 
+    // The command is over once the exec has exited and either the
+    // launcher's report came or the output closed. An exec that exited
+    // with neither means the command killed its launcher (`kill -9 -1`)
+    // and may still be running: wait on, for its output to close or the
+    // deadline.
     let end = loop {
+        if let Some(code) = exited
+            && (eof || sink.report.status().is_some())
+        {
+            break End::Exited(code);
+        }
         tokio::select! {
             biased;
-            _ = &mut reader, if !eof => {
-                eof = true;
-                // Usual case: output closed because the command exited.
-                match quick_exit(t, &exec.id).await {
-                    Ok(Some(code)) => break End::Exited(Some(code)),
-                    Ok(None) => {}
-                    Err(e) => return Err(died_or(t, e).await),
-                }
-            }
-            _ = &mut deadline => break End::TimedOut,
             _ = req.cancel.cancelled() => break End::Cancelled,
-            _ = poll.tick() => {
+            _ = &mut deadline => break End::TimedOut,
+            item = output.next(), if !eof => match item {
+                Some(Ok(chunk)) => sink.take(chunk),
+                Some(Err(_)) | None => {
+                    eof = true;
+                    if exited.is_none() {
+                        match quick_exit(t, &exec.id).await {
+                            Ok(code) => exited = code,
+                            Err(e) => return Err(died_or(t, e).await),
+                        }
+                    }
+                }
+            },
+            _ = poll.tick(), if exited.is_none() => {
                 match quick_exit(t, &exec.id).await {
-                    Ok(Some(code)) => break End::Exited(Some(code)),
-                    Ok(None) => {}
+                    Ok(code) => exited = code,
                     Err(e) => return Err(died_or(t, e).await),
                 }
             }
@@ -181,20 +242,23 @@ pub async fn run(
 
     let mut notes = Vec::new();
     let mut exit = match end {
-        End::Exited(code) => code,
+        End::Exited(code) => Some(code),
         End::TimedOut | End::Cancelled => {
             // Keep reading while killing: the engine handles a container's
             // exec exits in order and waits for each exec's output to be
             // consumed, so an unread stream would stall the control exec.
             let stop = async {
-                kill_command_processes(t.docker, t.id, t.user, t.idle_pid, t.pids_limit).await?;
+                kill_command_processes(t.docker, t.id, t.user, t.spare, t.pids_limit).await?;
                 wait_exit(t.docker, &exec.id, t.id, EXIT_WAIT_LIMIT).await
             };
             tokio::pin!(stop);
             let stopped = loop {
                 tokio::select! {
                     r = &mut stop => break r,
-                    _ = &mut reader, if !eof => eof = true,
+                    item = output.next(), if !eof => match item {
+                        Some(Ok(chunk)) => sink.take(chunk),
+                        Some(Err(_)) | None => eof = true,
+                    },
                 }
             };
             if let Err(e) = stopped {
@@ -203,53 +267,95 @@ pub async fn run(
             None
         }
     };
-    if !eof
-        && tokio::time::timeout(DRAIN_LIMIT, &mut reader)
-            .await
-            .is_err()
-        && end != End::TimedOut
-    {
+    let drain_until = tokio::time::Instant::now() + DRAIN_LIMIT;
+    while !eof {
+        match tokio::time::timeout_at(drain_until, output.next()).await {
+            Ok(Some(Ok(chunk))) => sink.take(chunk),
+            Ok(Some(Err(_)) | None) => eof = true,
+            Err(_) => break,
+        }
+    }
+    if !eof && matches!(end, End::Exited(_)) {
         notes.push(
             "[the command exited but a background process still holds its output open; \
              later output is not shown]"
                 .to_string(),
         );
     }
-    drop(reader);
-    if let Some(e) = tee_err {
+    sink.end();
+    drop(output);
+    let status = sink.report.status();
+    if let Some(e) = sink.tee_err.take() {
         return Err(ExecError::Io(e));
     }
 
-    if let Some(why) = death_reason(t.docker, t.id).await? {
+    if let Some(why) = death_reason(t.docker, t.id, t.lifeline).await? {
         return Err(ExecError::SandboxDied { detail: why });
     }
-    let mut oom_killed = false;
-    if exit == Some(137) {
-        let now = match oom_kill_count(t.docker, t.id, t.user).await {
-            Ok((true, n)) => n,
-            Ok((false, _)) => {
-                let gone = ExecError::SandboxDied {
-                    detail: format!("container {} stopped while the command ran", short(t.id)),
-                };
-                return Err(died_or(t, gone).await);
+    if matches!(end, End::Exited(_)) {
+        match status {
+            Some(st) => {
+                if st.found > 0 && !t.keep_background {
+                    notes.push(background_killed_note(st.found));
+                }
+                if st.stuck > 0 {
+                    // The launcher's own kill did not finish the job: the
+                    // full protocol, or the sandbox is given up.
+                    if let Err(e) =
+                        kill_command_processes(t.docker, t.id, t.user, t.spare, t.pids_limit).await
+                    {
+                        return Err(died_or(t, e).await);
+                    }
+                }
             }
-            Err(e) => return Err(died_or(t, e).await),
-        };
-        if let (Some(n), Some(before)) = (now, *oom_seen)
-            && n > before
-        {
-            oom_killed = true;
-        }
-        if now.is_some() {
-            *oom_seen = now;
+            None => {
+                // The command killed its launcher, so its own exit code is
+                // unknown; what it left running goes like any leftover.
+                exit = None;
+                notes.push(
+                    "[the command killed runner's launcher (its parent shell, e.g. with \
+                     `kill -9 -1`), so its exit code is unknown]"
+                        .to_string(),
+                );
+                if !t.keep_background
+                    && let Err(e) =
+                        kill_command_processes(t.docker, t.id, t.user, t.spare, t.pids_limit).await
+                {
+                    return Err(died_or(t, e).await);
+                }
+            }
         }
     }
+
+    let oom_killed = match t.oom.after(t.docker, t.id, t.user).await {
+        Ok((true, now)) => {
+            let killed = match (now, oom_before) {
+                (Some(n), Some(b)) if n > b => n - b,
+                _ => 0,
+            };
+            if now.is_some() {
+                *oom_seen = now;
+            }
+            killed
+        }
+        Ok((false, _)) => {
+            let gone = ExecError::SandboxDied {
+                detail: format!("container {} stopped while the command ran", short(t.id)),
+            };
+            return Err(died_or(t, gone).await);
+        }
+        Err(e) => return Err(died_or(t, e).await),
+    };
     // Timeouts and cancellation are told to the model by the bash tool
     // (tools::bash::render_for_model), the same for every executor.
-    if oom_killed {
-        exit = None;
+    if oom_killed > 0 {
+        if exit == Some(137) {
+            // The command itself was the one killed.
+            exit = None;
+        }
         notes.push(format!(
-            "[killed: out of memory (limit {} MiB)]",
+            "[killed: out of memory (limit {} MiB): the kernel's OOM killer ended {oom_killed} \
+             process(es) of this command]",
             t.memory_bytes >> 20
         ));
     }
@@ -266,7 +372,7 @@ pub async fn run(
         exit_code: exit.map(|c| c as i32),
         timed_out: end == End::TimedOut,
         cancelled: end == End::Cancelled,
-        oom_killed,
+        oom_killed: oom_killed > 0,
         bytes_seen,
         duration_ms: started.elapsed().as_millis() as u64,
     })

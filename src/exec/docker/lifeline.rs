@@ -1,0 +1,173 @@
+//! The sandbox's tie to its runner, and the engine's word on how it ended.
+//!
+//! The container is created with an open stdin (`OpenStdin`, `StdinOnce`)
+//! and `AutoRemove`; its main process reads that stdin (see
+//! `container::IDLE`). Before the container starts, runner attaches to the
+//! stdin and holds the connection for the executor's lifetime. However
+//! runner ends, SIGKILL included, the kernel closes the connection, the
+//! engine closes the container's stdin, the main process sees EOF and
+//! exits, and the engine removes the container with its anonymous volumes.
+//! Nothing runner would have to do after its death is needed.
+//!
+//! With `AutoRemove` a dead container vanishes before anyone can inspect
+//! it, so the engine's `die` and `oom` events for it are followed from
+//! creation on: they say how it ended for the error message.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::query_parameters::{AttachContainerOptionsBuilder, EventsOptionsBuilder};
+use futures::{Stream, StreamExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use super::client::{CALL_TIMEOUT, call, short};
+use crate::exec::ExecError;
+
+/// The line that tells the main process to outlive the stream (until its
+/// expiry): sent when the container must be kept for the user.
+const KEEP_LINE: &[u8] = b"keep\n";
+
+/// How the container ended, as far as the engine said.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Ending {
+    /// Exit code of the main process (`die` event).
+    pub exit_code: Option<i64>,
+    /// The kernel's OOM killer fired in the container (`oom` event).
+    pub oom: bool,
+}
+
+type Input = Pin<Box<dyn AsyncWrite + Send>>;
+type Output = Pin<
+    Box<dyn Stream<Item = Result<bollard::container::LogOutput, bollard::errors::Error>> + Send>,
+>;
+
+/// The attached stdin of the container, and its event watcher.
+pub struct Lifeline {
+    input: tokio::sync::Mutex<Option<Input>>,
+    /// Held only so the connection stays open; nothing comes on it.
+    _output: Mutex<Output>,
+    ending: Arc<Mutex<Ending>>,
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl Lifeline {
+    /// Follows the container's events since `since` (unix seconds, before
+    /// its creation) and attaches to its stdin. Call before starting it.
+    pub async fn attach(docker: &Docker, id: &str, since: u64) -> Result<Lifeline, ExecError> {
+        let ending = Arc::new(Mutex::new(Ending::default()));
+        let watcher = tokio::spawn(watch(docker.clone(), id.to_string(), since, ending.clone()));
+        let opts = AttachContainerOptionsBuilder::new()
+            .stdin(true)
+            .stream(true)
+            .stdout(false)
+            .stderr(false)
+            .build();
+        let attached = call(
+            "attach to the container",
+            short(id),
+            CALL_TIMEOUT,
+            docker.attach_container(id, Some(opts)),
+        )
+        .await;
+        let attached = match attached {
+            Ok(a) => a,
+            Err(e) => {
+                watcher.abort();
+                return Err(e);
+            }
+        };
+        Ok(Lifeline {
+            input: tokio::sync::Mutex::new(Some(attached.input)),
+            _output: Mutex::new(attached.output),
+            ending,
+            watcher,
+        })
+    }
+
+    /// Tells the main process to stay after the stream closes, so the
+    /// container (and the work in it) outlives this runner until its
+    /// expiry or `runner gc`.
+    pub async fn keep(&self) -> Result<(), ExecError> {
+        let mut input = self.input.lock().await;
+        let Some(w) = input.as_mut() else {
+            return Ok(());
+        };
+        let sent = async {
+            w.write_all(KEEP_LINE).await?;
+            w.flush().await
+        };
+        match tokio::time::timeout(CALL_TIMEOUT, sent).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(ExecError::Docker {
+                op: "keep the container",
+                detail: e.to_string(),
+            }),
+            Err(_) => Err(ExecError::DockerTimeout {
+                op: "keep the container",
+                secs: CALL_TIMEOUT.as_secs(),
+            }),
+        }
+    }
+
+    /// How the container ended, waiting up to `limit` for the engine's
+    /// `die` event when it has not come yet.
+    pub async fn ending(&self, limit: Duration) -> Ending {
+        let until = tokio::time::Instant::now() + limit;
+        loop {
+            let now = self.snapshot();
+            if now.exit_code.is_some() || tokio::time::Instant::now() >= until {
+                return now;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn snapshot(&self) -> Ending {
+        self.ending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for Lifeline {
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
+}
+
+/// Records the container's `oom` and `die` events until it dies or the
+/// stream ends.
+async fn watch(docker: Docker, id: String, since: u64, ending: Arc<Mutex<Ending>>) {
+    let filters = HashMap::from([
+        ("container".to_string(), vec![id]),
+        ("type".to_string(), vec!["container".to_string()]),
+        (
+            "event".to_string(),
+            vec!["die".to_string(), "oom".to_string()],
+        ),
+    ]);
+    let opts = EventsOptionsBuilder::new()
+        .since(&since.to_string())
+        .filters(&filters)
+        .build();
+    let mut events = docker.events(Some(opts));
+    while let Some(Ok(ev)) = events.next().await {
+        let mut e = ending.lock().unwrap_or_else(|e| e.into_inner());
+        match ev.action.as_deref() {
+            Some("oom") => e.oom = true,
+            Some("die") => {
+                e.exit_code = ev
+                    .actor
+                    .and_then(|a| a.attributes)
+                    .and_then(|a| a.get("exitCode").and_then(|c| c.parse().ok()))
+                    .or(Some(-1));
+                return;
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! Finding 5: a kill that fails silently, and background processes that
+//! outlive their command.
+//!
+//! A fork bomb (or a loop that holds every pid) leaves no pid for the
+//! control exec that kills it; the kill must notice, retry with headroom,
+//! verify that nothing of the command is left, and fail with a named
+//! error when it cannot. A command that exits normally must not leave
+//! `sleep 1000 &` or `yes > /dev/null &` running into later commands.
+
+use std::time::Duration;
+
+use runner::exec::docker::DockerExecutor;
+use runner::exec::local::{LocalConfig, LocalExecutor};
+use runner::exec::{ExecError, Executor};
+use serde_json::{Value, json};
+
+use crate::docker_common::*;
+use crate::util::{Dir, Exec, of_type, run as run_cli};
+
+/// What `pids.max` of the container is now.
+async fn pids_max(ex: &DockerExecutor) -> String {
+    run(
+        ex,
+        "cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null",
+        10.0,
+    )
+    .await
+    .output
+    .trim()
+    .to_string()
+}
+
+#[tokio::test]
+async fn fork_bomb_then_echo_hi_succeeds_every_round() {
+    let _s = serial();
+    let d = docker().await;
+    let mut c = cfg("sec-forkbomb");
+    c.pids_limit = 64;
+    let id = c.run_id.clone();
+    let ex = start(c).await;
+    // The classic bomb, and a loop that grabs every pid and keeps them:
+    // with all pids held, the control exec that should kill them cannot
+    // start at all.
+    let bombs = ["b(){ b|b& }; b; sleep 5", "while :; do sleep 1000 & done"];
+    // The issue saw the old kill fail 2 times in 15: enough rounds to hit it.
+    for round in 0..16 {
+        let bomb = bombs[round % 2];
+        let out = run(&ex, bomb, 3.0).await;
+        eprintln!(
+            "round {round}: {bomb:?}: timed_out={} exit={:?} {} ms",
+            out.timed_out, out.exit_code, out.duration_ms
+        );
+        let hi = run(&ex, "echo hi", 20.0).await;
+        assert_eq!(
+            (hi.output.as_str(), hi.exit_code),
+            ("hi\n", Some(0)),
+            "round {round}: the next command could not run: {hi:?}"
+        );
+        let left = stray_processes(&ex).await;
+        assert!(left.is_empty(), "round {round}: bomb survived: {left:?}");
+        assert_eq!(
+            pids_max(&ex).await,
+            "64",
+            "round {round}: pids limit restored"
+        );
+    }
+    finish(&d, ex, &id).await;
+}
+
+#[tokio::test]
+async fn background_processes_are_killed_when_the_command_ends() {
+    background_processes_are_killed_as(runner::exec::docker::DEFAULT_USER).await;
+}
+
+/// As root (a loosening) the kernel no longer spares the idle processes,
+/// so the launcher spares them by pid: the container must live on.
+#[tokio::test]
+async fn background_processes_are_killed_when_the_command_ends_as_root() {
+    background_processes_are_killed_as("0:0").await;
+}
+
+async fn background_processes_are_killed_as(user: &str) {
+    let _s = serial();
+    let d = docker().await;
+    let mut c = cfg("sec-background");
+    c.user = user.into();
+    let id = c.run_id.clone();
+    let ex = start(c).await;
+    let out = run(
+        &ex,
+        "sleep 1000 & yes > /dev/null & setsid sleep 1001 & nohup sleep 1002 >/dev/null 2>&1 & echo started",
+        10.0,
+    )
+    .await;
+    eprintln!("first command: {out:?}");
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert!(out.output.starts_with("started\n"), "{out:?}");
+    assert!(
+        out.output.contains("background processes") && out.output.contains("killed"),
+        "the model is told: {out:?}"
+    );
+    let left = stray_processes(&ex).await;
+    assert!(left.is_empty(), "background processes survived: {left:?}");
+    // Ordinary exit codes are unchanged: bash's own, 128+N for signals.
+    assert_eq!(run(&ex, "exit 3", 10.0).await.exit_code, Some(3));
+    assert_eq!(run(&ex, "kill -TERM $$", 10.0).await.exit_code, Some(143));
+    let plain = run(&ex, "echo out; echo err >&2", 10.0).await;
+    assert_eq!(
+        (plain.output.as_str(), plain.exit_code),
+        ("out\nerr\n", Some(0))
+    );
+    finish(&d, ex, &id).await;
+}
+
+/// A command that kills runner's launcher (its parent shell) and goes on:
+/// runner waits for it as for any command, keeps its output, says the exit
+/// code is unknown, and kills what it left.
+#[tokio::test]
+async fn a_command_that_kills_its_launcher_is_still_waited_for_and_cleaned_up() {
+    let _s = serial();
+    let d = docker().await;
+    let c = cfg("sec-launcher");
+    let id = c.run_id.clone();
+    let ex = start(c).await;
+    let out = run(&ex, "kill -9 $PPID; sleep 1000 & sleep 1; echo late", 20.0).await;
+    eprintln!("{out:?}");
+    assert!(out.output.starts_with("late\n"), "{out:?}");
+    assert!(out.output.contains("launcher"), "{out:?}");
+    assert_eq!(out.exit_code, None);
+    assert!(!out.timed_out);
+    let left = stray_processes(&ex).await;
+    assert!(left.is_empty(), "left running: {left:?}");
+    assert_eq!(run(&ex, "echo next", 10.0).await.output, "next\n");
+    finish(&d, ex, &id).await;
+}
+
+/// A command that freezes: the test moves a process of the command into a
+/// frozen cgroup (cgroup v1 freezer, from the host), where SIGKILL cannot
+/// finish it. The sandbox cannot be recovered and the executor must say so
+/// with its named, fatal error instead of carrying on.
+#[tokio::test]
+async fn unkillable_process_is_a_named_fatal_error() {
+    let _s = serial();
+    let d = docker().await;
+    let c = cfg("sec-unkillable");
+    let id = c.run_id.clone();
+    let ex = start(c).await;
+    let cid = ex.container_id().to_string();
+    let freezer = format!("/sys/fs/cgroup/freezer/docker/{cid}");
+    assert!(
+        std::path::Path::new(&freezer).is_dir(),
+        "this test needs the cgroup v1 freezer at {freezer} (run as root on a cgroup v1 host)"
+    );
+    let frozen = format!("{freezer}/runner-test-frozen");
+    // Thaws on every exit path, panics included: a frozen process would
+    // keep the container from ever being removed.
+    let _thaw = Thaw(frozen.clone());
+    let freeze = {
+        let frozen = frozen.clone();
+        let cid = cid.clone();
+        tokio::spawn(async move {
+            // Wait for the command's `sleep 1003` and freeze it.
+            for _ in 0..100 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if let Some(pid) = host_pid_of(&cid, "sleep 1003") {
+                    std::fs::create_dir_all(&frozen).expect("make a freezer cgroup");
+                    std::fs::write(format!("{frozen}/cgroup.procs"), pid.to_string())
+                        .expect("move the process");
+                    std::fs::write(format!("{frozen}/freezer.state"), "FROZEN").expect("freeze");
+                    return true;
+                }
+            }
+            false
+        })
+    };
+    let r = ex.execute(req("sleep 1003", 2.0)).await;
+    assert!(
+        freeze.await.unwrap(),
+        "the command's process never showed up"
+    );
+    let err = r.expect_err("the kill cannot succeed, so the command cannot end normally");
+    eprintln!("error: {err}");
+    assert!(
+        matches!(err, ExecError::Unrecoverable { .. }),
+        "named error expected: {err:?}"
+    );
+    assert!(err.is_fatal());
+    assert!(err.to_string().contains("cannot be recovered"), "{err}");
+    // A later command is refused with the same error, never run.
+    let again = ex.execute(req("echo hi", 5.0)).await.expect_err("refused");
+    assert!(matches!(again, ExecError::Unrecoverable { .. }), "{again}");
+    drop(_thaw);
+    finish(&d, ex, &id).await;
+}
+
+/// A freezer cgroup made by the test: thawed (its processes then die of
+/// the pending SIGKILL) and removed when dropped.
+struct Thaw(String);
+impl Drop for Thaw {
+    fn drop(&mut self) {
+        let _ = std::fs::write(format!("{}/freezer.state", self.0), "THAWED");
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.0).is_ok() || !std::path::Path::new(&self.0).exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The host pid of the process of container `cid` whose command line is
+/// `args`, from the container's pids cgroup.
+fn host_pid_of(cid: &str, args: &str) -> Option<u32> {
+    let procs =
+        std::fs::read_to_string(format!("/sys/fs/cgroup/pids/docker/{cid}/cgroup.procs")).ok()?;
+    procs
+        .lines()
+        .filter_map(|l| l.parse().ok())
+        .find(|pid: &u32| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == args)
+                .unwrap_or(false)
+        })
+}
+
+fn script(dir: &Dir, turns: Value) -> String {
+    dir.write("script.json", &turns.to_string())
+        .display()
+        .to_string()
+}
+
+fn bash(cmd: &str) -> Value {
+    json!({"name": "bash", "input": {"command": cmd}})
+}
+
+/// Through the binary: by default the next command sees none of the
+/// background processes and the model is told; `--keep-background` keeps
+/// them.
+#[test]
+fn keep_background_flag_and_default_through_the_binary() {
+    let _s = serial();
+    for keep in [false, true] {
+        let d = Dir::new();
+        let s = script(
+            &d,
+            json!([
+                {"tool_calls": [bash("sleep 1000 & yes > /dev/null & echo started")]},
+                {"tool_calls": [bash("ps -o user,args")], "expect": "started"},
+                {"text": "done"}
+            ]),
+        );
+        let mut cmd = d.scripted(&s);
+        cmd.args(Exec::Docker.args());
+        if keep {
+            cmd.arg("--keep-background");
+        }
+        let r = run_cli(cmd.arg("go"));
+        r.expect_code(0);
+        let events = r.events();
+        let results = of_type(&events, "tool_result");
+        let first = results[0]["output"].as_str().unwrap_or_default();
+        let ps = results[1]["output"].as_str().unwrap_or_default();
+        eprintln!("keep={keep}: first: {first:?}\nps: {ps}");
+        let sees = |p: &str| ps.lines().any(|l| l.trim_end().ends_with(p));
+        if keep {
+            assert!(sees("sleep 1000") && sees("yes"), "kept: {}", r.explain());
+            assert!(!first.contains("killed"), "{}", r.explain());
+        } else {
+            assert!(!sees("sleep 1000") && !sees("yes"), "{}", r.explain());
+            assert!(
+                first.contains("background processes") && first.contains("killed"),
+                "the model is told: {}",
+                r.explain()
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn local_executor_tells_the_model_about_killed_background_processes() {
+    let ws = tempfile::tempdir().unwrap();
+    let ex = LocalExecutor::new(LocalConfig {
+        workdir: ws.path().to_path_buf(),
+        env: vec![],
+        keep_background: false,
+    });
+    let out = ex
+        .execute(req("sleep 1000 & echo started", 10.0))
+        .await
+        .unwrap();
+    eprintln!("local: {out:?}");
+    assert_eq!(out.exit_code, Some(0));
+    assert!(out.output.starts_with("started\n"), "{out:?}");
+    assert!(
+        out.output.contains("background processes") && out.output.contains("killed"),
+        "{out:?}"
+    );
+    let plain = ex.execute(req("echo quiet", 10.0)).await.unwrap();
+    assert_eq!(
+        plain.output, "quiet\n",
+        "no note without background processes"
+    );
+}
