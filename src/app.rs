@@ -16,9 +16,10 @@ use crate::agent::{Agent, AgentSettings, Conversation, Limits, RunEnd};
 use crate::cli::{ExecutorKind, Network, Provider, RunArgs, WorkspaceMode};
 use crate::config::{Config, ConfigError};
 use crate::event::{Event, Outcome};
-use crate::exec::docker::WorkspaceMode as DockerWorkspaceMode;
-use crate::exec::docker::{DockerConfig, DockerExecutor};
-use crate::exec::local::{LocalConfig, LocalExecutor};
+use crate::exec::backend::{
+    BackendKind, Network as SandboxNetwork, SandboxSpec, WorkspaceMode as SandboxWorkspaceMode,
+    WorkspaceSpec, backend_for,
+};
 use crate::exec::{ExecError, Executor};
 use crate::model::anthropic::AnthropicModel;
 use crate::model::http::ApiConfig;
@@ -544,63 +545,67 @@ pub fn run_redactor(config: &Config, human: &Human) -> Result<Redactor, RedactEr
     Ok(secrets.redactor)
 }
 
-/// Builds the configured executor; command output is redacted with
-/// `redactor` while it streams.
+/// Starts the configured backend's sandbox for this run.
 pub async fn build_executor(
     config: &Config,
     workspace: &Workspace,
     run_id: &str,
     redactor: &Redactor,
 ) -> Result<Arc<dyn Executor>, ExecError> {
-    match config.executor {
-        ExecutorKind::Local => Ok(Arc::new(
-            LocalExecutor::new(LocalConfig {
-                workdir: workspace.path().to_path_buf(),
-                env: config.command_env.clone(),
-                keep_background: config.keep_background,
-            })
-            .with_redactor(redactor.clone()),
-        )),
-        ExecutorKind::Docker => Ok(Arc::new(
-            DockerExecutor::start(docker_config(config, workspace, run_id, redactor)).await?,
-        )),
-    }
+    let kind = match config.executor {
+        ExecutorKind::Local => BackendKind::Local,
+        ExecutorKind::Docker => BackendKind::Docker,
+    };
+    backend_for(kind)
+        .start(sandbox_spec(config, workspace, run_id, redactor))
+        .await
 }
 
-/// Maps the validated configuration to the docker executor's.
-pub fn docker_config(
+/// The backend-neutral sandbox of this run, from the validated config.
+pub fn sandbox_spec(
     config: &Config,
     workspace: &Workspace,
     run_id: &str,
     redactor: &Redactor,
-) -> DockerConfig {
+) -> SandboxSpec {
     let s = &config.sandbox;
-    DockerConfig {
-        image: s.image.clone(),
+    let defaults = SandboxSpec::new(&s.image, run_id);
+    SandboxSpec {
         network: match s.network {
-            Network::None => None,
-            Network::Bridge => Some("bridge".into()),
+            Network::None => SandboxNetwork::None,
+            Network::Bridge => SandboxNetwork::Bridge,
         },
         cpus: s.cpus,
         memory_bytes: s.memory_bytes,
         pids_limit: s.pids_limit,
         user: s.user.clone(),
         writable_rootfs: s.writable_rootfs,
-        workspace: Some(workspace.path().to_path_buf()),
+        workspace: Some(WorkspaceSpec {
+            host: workspace.path().to_path_buf(),
+            mode: match s.workspace_mode {
+                WorkspaceMode::Auto => SandboxWorkspaceMode::Auto,
+                WorkspaceMode::Bind => SandboxWorkspaceMode::Bind,
+                WorkspaceMode::Copy => SandboxWorkspaceMode::Copy,
+            },
+            exact: false,
+        }),
         disk_bytes: s.disk_bytes,
-        workspace_mode: match s.workspace_mode {
-            WorkspaceMode::Auto => DockerWorkspaceMode::Auto,
-            WorkspaceMode::Bind => DockerWorkspaceMode::Bind,
-            WorkspaceMode::Copy => DockerWorkspaceMode::Copy,
-        },
         env: config.container_env(),
         redactor: redactor.clone(),
-        run_id: run_id.to_string(),
-        max_run_time: config
-            .max_time
-            .unwrap_or(DockerConfig::default().max_run_time),
+        max_run_time: config.max_time.unwrap_or(defaults.max_run_time),
         runtime: s.runtime.clone(),
         keep_background: config.keep_background,
-        ..DockerConfig::default()
+        ..defaults
     }
+}
+
+/// What the docker backend would make of this run's sandbox (for the
+/// loosenings of a sandbox that did not start).
+pub fn docker_config(
+    config: &Config,
+    workspace: &Workspace,
+    run_id: &str,
+    redactor: &Redactor,
+) -> crate::exec::docker::DockerConfig {
+    crate::exec::docker::docker_config(&sandbox_spec(config, workspace, run_id, redactor))
 }

@@ -14,20 +14,43 @@ use super::grade::{GradeError, GradeSpec, grade};
 use super::outcome::{Attempt, Status};
 use super::task::Task;
 use crate::agent::{Conversation, RunEnd};
-use crate::app::{build_model, docker_config, run_once};
+use crate::app::{build_model, run_once, sandbox_spec};
 use crate::cli::{AgentKind, Network, RunArgs};
 use crate::config::Config;
 use crate::event::{Event, Outcome};
 use crate::exec::Executor;
-use crate::exec::docker::{DockerConfig, DockerExecutor, seed_workspace};
+use crate::exec::backend::{Backend, Network as SandboxNetwork, SandboxSpec};
 use crate::redact::Redactor;
 use crate::render::Human;
 use crate::trajectory::RunDir;
 use crate::workspace::Workspace;
 
-/// Marks an oracle failure that is not the solution's own (sandbox, Docker,
-/// a missing solve.sh): recorded as an infrastructure error, not graded.
-const ORACLE_INFRA: &str = "running solution/solve.sh failed: ";
+/// Whose failure an agent phase that ended in error is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Blame {
+    /// The agent's own (a failing solution): graded like any other end.
+    Agent,
+    /// runner's, the sandbox's or the model API's: an infrastructure error,
+    /// not graded.
+    Infrastructure,
+}
+
+/// How the agent phase ended.
+struct AgentEnd {
+    end: RunEnd,
+    convo: Conversation,
+    blame: Blame,
+}
+
+impl AgentEnd {
+    fn infra(end: RunEnd) -> AgentEnd {
+        AgentEnd {
+            end,
+            convo: Conversation::default(),
+            blame: Blame::Infrastructure,
+        }
+    }
+}
 
 /// How long the agent phase may take to wind down after its timeout.
 const WIND_DOWN: Duration = Duration::from_secs(30);
@@ -44,6 +67,8 @@ pub struct AttemptCtx {
     pub agent_timeout_secs: Option<f64>,
     pub verifier_timeout_secs: Option<f64>,
     pub allow_internet: bool,
+    /// Where the agent's and the verifier's sandboxes come from.
+    pub backend: Arc<dyn Backend>,
     /// Bytes each attempt may put on the host (`--disk`); `None`: unbounded.
     pub disk_bytes: Option<u64>,
     pub suite_id: String,
@@ -128,7 +153,7 @@ pub async fn run(
         }
     };
     let setup_start = Instant::now();
-    let workdir = match seed_workspace(&image, workspace.path(), &run_id).await {
+    let workdir = match ctx.backend.seed(&image, workspace.path(), &run_id).await {
         Ok(s) => s.workdir,
         Err(e) => {
             sink(&started_event(None));
@@ -136,16 +161,16 @@ pub async fn run(
         }
     };
     // The agent works in the image's working directory, as Harbor's agents do.
-    let docker_cfg = DockerConfig {
-        workdir: workdir.clone(),
-        ..docker_config(&config, &workspace, &run_id, &ctx.redactor)
+    let spec = SandboxSpec {
+        workdir: Some(workdir.clone()),
+        ..sandbox_spec(&config, &workspace, &run_id, &ctx.redactor)
     };
-    let executor: Arc<dyn Executor> = match DockerExecutor::start(docker_cfg).await {
+    let executor: Arc<dyn Executor> = match ctx.backend.start(spec).await {
         Ok(x) => {
-            if let Some(s) = x.security() {
-                rec.runtime = Some(s.runtime.clone());
-            }
-            Arc::new(x)
+            rec.runtime = x
+                .sandbox_security()
+                .and_then(|s| s["runtime"].as_str().map(str::to_string));
+            x
         }
         Err(e) => {
             sink(&started_event(None));
@@ -170,19 +195,17 @@ pub async fn run(
         &agent_cancel,
     ))
     .catch_unwind()
-    .map(|r| {
-        r.unwrap_or_else(|panic| (RunEnd::from_panic(panic.as_ref()), Conversation::default()))
-    });
+    .map(|r| r.unwrap_or_else(|panic| AgentEnd::infra(RunEnd::from_panic(panic.as_ref()))));
     tokio::pin!(phase);
     let mut timed_out = false;
-    let (end, convo) = tokio::select! {
+    let AgentEnd { end, convo, blame } = tokio::select! {
         r = &mut phase => r,
         _ = tokio::time::sleep(timeout) => {
             timed_out = true;
             agent_cancel.cancel();
             match tokio::time::timeout(WIND_DOWN, &mut phase).await {
                 Ok(r) => r,
-                Err(_) => (RunEnd { outcome: Outcome::Error, error: Some("the agent did not stop after its timeout".into()), final_text: None, hint: None }, Conversation::default()),
+                Err(_) => AgentEnd::infra(RunEnd { outcome: Outcome::Error, error: Some("the agent did not stop after its timeout".into()), final_text: None, hint: None }),
             }
         }
     };
@@ -220,12 +243,8 @@ pub async fn run(
     }
     // solve.sh stopped by the agent timeout is the solution running long,
     // graded like any agent over its time.
-    let oracle_infra = !timed_out
-        && end
-            .error
-            .as_deref()
-            .is_some_and(|e| e.starts_with(ORACLE_INFRA));
-    if end.outcome == Outcome::Error && (ctx.agent != AgentKind::Oracle || oracle_infra) {
+    let solution_ran_long = ctx.agent == AgentKind::Oracle && timed_out;
+    if end.outcome == Outcome::Error && blame == Blame::Infrastructure && !solution_ran_long {
         // The model API or the sandbox failed: not the agent's fault.
         let e = end
             .error
@@ -244,6 +263,7 @@ pub async fn run(
             workspace: workspace.path(),
             workdir: &workdir,
             network: config_network(&config),
+            backend: ctx.backend.as_ref(),
             runtime: config.sandbox.runtime.clone(),
             run_id: format!("{run_id}-verify"),
             run_dir: &run_dir,
@@ -295,8 +315,11 @@ fn network_for(task_allows: bool, flag: bool) -> (Network, String) {
     }
 }
 
-fn config_network(c: &Config) -> Option<String> {
-    (c.sandbox.network == Network::Bridge).then(|| "bridge".to_string())
+fn config_network(c: &Config) -> SandboxNetwork {
+    match c.sandbox.network {
+        Network::Bridge => SandboxNetwork::Bridge,
+        Network::None => SandboxNetwork::None,
+    }
 }
 
 /// The run configuration of this attempt: the shared flags with the task's
@@ -325,26 +348,34 @@ async fn agent_phase(
     run_dir: &RunDir,
     sink: &(dyn Fn(&Event) + Send + Sync),
     cancel: &CancellationToken,
-) -> (RunEnd, Conversation) {
-    let ended = |outcome: Outcome, error: Option<String>, text: Option<String>| {
-        (
-            RunEnd {
-                outcome,
-                error,
-                final_text: text,
-                hint: None,
-            },
-            Conversation::default(),
-        )
+) -> AgentEnd {
+    let ended = |outcome: Outcome, error: Option<String>, text: Option<String>, blame| AgentEnd {
+        end: RunEnd {
+            outcome,
+            error,
+            final_text: text,
+            hint: None,
+        },
+        convo: Conversation::default(),
+        blame,
     };
     match ctx.agent {
-        AgentKind::Nop => ended(Outcome::Completed, None, None),
+        AgentKind::Nop => ended(Outcome::Completed, None, None, Blame::Agent),
         AgentKind::Model => {
             let model = match build_model(config) {
                 Ok(m) => m,
-                Err(e) => return ended(Outcome::Error, Some(e.to_string()), None),
+                Err(e) => {
+                    return ended(
+                        Outcome::Error,
+                        Some(e.to_string()),
+                        None,
+                        Blame::Infrastructure,
+                    );
+                }
             };
-            run_once(
+            // A run that ends in error failed in the model API or the
+            // sandbox: the model's mistakes are tool results, not errors.
+            let (end, convo) = run_once(
                 config,
                 model.as_ref(),
                 executor,
@@ -354,23 +385,44 @@ async fn agent_phase(
                 cancel,
                 &ctx.human,
             )
-            .await
+            .await;
+            let blame = if end.outcome == Outcome::Error {
+                Blame::Infrastructure
+            } else {
+                Blame::Agent
+            };
+            AgentEnd { end, convo, blame }
         }
         AgentKind::Oracle => {
             let timeout = Duration::from_secs_f64(task.agent_timeout_secs);
             match super::oracle::run(task, executor, run_dir, timeout, cancel).await {
-                Ok((0, text)) => ended(Outcome::Completed, None, Some(text)),
-                Ok((code, text)) => ended(
+                Ok(solved) if solved.exit_code == 0 => {
+                    ended(Outcome::Completed, None, Some(solved.output), Blame::Agent)
+                }
+                Ok(solved) => ended(
                     Outcome::Error,
-                    Some(format!("solution/solve.sh exited with {code}")),
-                    Some(text),
+                    Some(format!(
+                        "solution/solve.sh exited with {}",
+                        solved.exit_code
+                    )),
+                    Some(solved.output),
+                    Blame::Agent,
                 ),
-                // Not the solution's fault (sandbox died, Docker failed,
-                // solve.sh missing or unreadable): an infrastructure error.
+                // Stopped by the agent timeout (or Ctrl-C): graded, or
+                // interrupted, like any agent.
+                Err(e @ super::oracle::OracleError::Stopped) => ended(
+                    Outcome::Error,
+                    Some(e.to_string()),
+                    Some(String::new()),
+                    Blame::Agent,
+                ),
+                // Not the solution's fault (sandbox died, the engine
+                // failed, solve.sh missing): an infrastructure error.
                 Err(e) => ended(
                     Outcome::Error,
-                    Some(format!("{ORACLE_INFRA}{e}")),
+                    Some(e.to_string()),
                     Some(String::new()),
+                    Blame::Infrastructure,
                 ),
             }
         }

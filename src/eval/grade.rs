@@ -36,13 +36,12 @@
 //! under test explicitly.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::task::Task;
-use crate::exec::docker::{DockerConfig, DockerExecutor, WorkspaceMode};
+use crate::exec::backend::{Backend, Network, SandboxSpec, WorkspaceMode, WorkspaceSpec};
 use crate::exec::{ExecError, ExecOutput, ExecRequest, Executor};
 use crate::redact::Redactor;
 use crate::trajectory::RunDir;
@@ -89,7 +88,9 @@ pub struct GradeSpec<'a> {
     pub workspace: &'a Path,
     /// Where it goes in the container (the image's working directory).
     pub workdir: &'a str,
-    pub network: Option<String>,
+    pub network: Network,
+    /// Where the verifier's sandbox comes from (the agent's backend).
+    pub backend: &'a dyn Backend,
     /// The container runtime, as for the agent's sandbox.
     pub runtime: Option<String>,
     pub run_id: String,
@@ -126,32 +127,34 @@ pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Ve
         env.push((k.clone(), v.clone()));
     }
     let timeout = Duration::from_secs_f64(task.verifier_timeout_secs);
-    let cfg = DockerConfig {
-        image: spec.image.to_string(),
-        network: spec.network.clone(),
-        cpus: task.cpus,
-        memory_bytes: task.memory_bytes,
-        user: "0:0".into(),
-        // A fresh container from the pristine image: writable so /tests and
-        // /logs can be made; capabilities stay dropped.
-        writable_rootfs: true,
-        workspace: Some(spec.workspace.to_path_buf()),
-        workspace_mode: WorkspaceMode::Copy,
-        workdir: spec.workdir.to_string(),
-        volume_no_copy: true,
-        // Only so test.sh can run the agent's code as an unprivileged user
-        // (`setpriv --reuid=1000 --regid=1000 --clear-groups CMD`), which
-        // then cannot touch /tests or /logs.
-        cap_add: vec!["SETUID".into(), "SETGID".into()],
-        env,
-        redactor: spec.redactor.clone(),
-        run_id: spec.run_id.clone(),
-        max_run_time: timeout + Duration::from_secs(300),
-        runtime: spec.runtime.clone(),
-        ..DockerConfig::default()
-    };
-    let sandbox = Arc::new(DockerExecutor::start(cfg).await?);
-    let result = run_verifier(&sandbox, task, timeout, spec.run_dir, cancel).await;
+    let sandbox = spec
+        .backend
+        .start(SandboxSpec {
+            cpus: task.cpus,
+            memory_bytes: task.memory_bytes,
+            network: spec.network,
+            user: "0:0".into(),
+            // A fresh sandbox from the pristine image: writable so /tests
+            // and /logs can be made; capabilities stay dropped.
+            writable_rootfs: true,
+            workspace: Some(WorkspaceSpec {
+                host: spec.workspace.to_path_buf(),
+                mode: WorkspaceMode::Copy,
+                exact: true,
+            }),
+            workdir: Some(spec.workdir.to_string()),
+            // Only so test.sh can run the agent's code as an unprivileged
+            // user (`setpriv --reuid=1000 --regid=1000 --clear-groups CMD`),
+            // which then cannot touch /tests or /logs.
+            switch_user: true,
+            env,
+            redactor: spec.redactor.clone(),
+            max_run_time: timeout + Duration::from_secs(300),
+            runtime: spec.runtime.clone(),
+            ..SandboxSpec::new(spec.image, &spec.run_id)
+        })
+        .await?;
+    let result = run_verifier(sandbox.as_ref(), task, timeout, spec.run_dir, cancel).await;
     let removed = sandbox.discard().await;
     let verdict = result?;
     removed?;
@@ -159,7 +162,7 @@ pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Ve
 }
 
 async fn run_verifier(
-    sandbox: &DockerExecutor,
+    sandbox: &dyn Executor,
     task: &Task,
     timeout: Duration,
     run_dir: &RunDir,
@@ -256,7 +259,7 @@ fn sweep_links_command(workdir: &str) -> String {
 }
 
 async fn control(
-    sandbox: &DockerExecutor,
+    sandbox: &dyn Executor,
     command: &str,
     cancel: &CancellationToken,
 ) -> Result<ExecOutput, GradeError> {

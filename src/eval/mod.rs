@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::{EvalArgs, ExecutorKind, Network, RunArgs, WorkspaceMode};
 use crate::config::{Config, ConfigError};
+use crate::exec::backend::{BackendKind, backend_for};
 use crate::redact::Redactor;
 use crate::render::Human;
 use crate::terminal::visible;
@@ -113,7 +114,8 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
         crate::app::build_model(&probe)?;
     }
     // The runtime every sandbox of the suite uses must be registered.
-    let runtime = check_runtime(args.runtime.as_deref()).await?;
+    let backend = backend_for(BackendKind::Docker);
+    let runtime = backend.check_runtime(args.runtime.as_deref()).await?;
     let memory_bytes = args
         .memory
         .as_deref()
@@ -151,6 +153,7 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
         suite_id: suite_id.clone(),
         human,
         redactor: redactor.clone(),
+        backend,
     });
     let total = tasks.len() * args.attempts as usize;
     let bar = progress_bar(total as u64);
@@ -253,21 +256,6 @@ fn base_run_args(args: &EvalArgs) -> RunArgs {
     }
 }
 
-/// Asks the engine whether `requested` (or its default runtime) is
-/// registered; returns the runtime the suite's sandboxes will use, or
-/// `None` when the engine cannot be asked (each attempt then records that
-/// as its error, and the reports are still written).
-async fn check_runtime(requested: Option<&str>) -> Result<Option<String>, EvalError> {
-    let requested = requested.filter(|r| !r.is_empty());
-    let Ok(docker) = crate::exec::docker::connect().await else {
-        return Ok(None);
-    };
-    let Ok(engine) = crate::exec::docker::EngineInfo::read(&docker).await else {
-        return Ok(None);
-    };
-    Ok(Some(engine.check_runtime(requested, None)?))
-}
-
 fn progress_bar(len: u64) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
@@ -351,7 +339,7 @@ async fn run_all(
                     .get_or_init(|| async {
                         let t = Instant::now();
                         let r = tokio::select! {
-                            r = image::resolve(&task) => r.map_err(|e| format!("image: {e}")),
+                            r = image::resolve(&task, ctx.backend.as_ref()) => r.map_err(|e| format!("image: {e}")),
                             _ = cancel.cancelled() => Err("interrupted while preparing the image".into()),
                         };
                         (r, t.elapsed().as_millis() as u64)

@@ -29,6 +29,7 @@ use tokio::net::unix::pipe;
 use tokio::process::{Child, Command};
 use tokio::time::{Instant, timeout_at};
 
+use super::backend::{Backend, Capabilities, ImageSource, Network, SandboxSpec, Seeded};
 use super::capture::Capture;
 use super::{ExecError, ExecOutput, ExecRequest, Executor, background_killed_note};
 use crate::redact::Redactor;
@@ -449,6 +450,20 @@ impl Executor for LocalExecutor {
         })
     }
 
+    /// `dest` is a path on this host (relative ones are taken from the
+    /// workdir).
+    async fn upload_dir(&self, host: &Path, dest: &str) -> Result<(), ExecError> {
+        let dest = self.workdir.join(dest);
+        let host = host.to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&dest)?;
+            super::tree::copy_tree(&host, &dest, None).map(|_| ())
+        })
+        .await
+        .map_err(|e| ExecError::Spawn(format!("copying files: {e}")))?
+        .map_err(ExecError::Io)
+    }
+
     async fn shutdown(&self) -> Result<(), ExecError> {
         self.closed.store(true, Ordering::SeqCst);
         let groups: Vec<i32> = self
@@ -467,3 +482,52 @@ impl Executor for LocalExecutor {
 
 #[cfg(test)]
 mod tests;
+
+/// The local backend: commands run on this host, in the workspace. It has
+/// no images: an image name is only recorded, and seeding leaves the
+/// workspace as it is. NOT a sandbox (see the module comment); eval on it
+/// is for tests of the sandbox seam.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalBackend;
+
+#[async_trait]
+impl Backend for LocalBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            name: "local",
+            isolated: false,
+            networks: vec![Network::Bridge],
+            images: false,
+        }
+    }
+
+    async fn prepare_image(&self, source: ImageSource<'_>) -> Result<String, ExecError> {
+        match source {
+            ImageSource::Named(name) => Ok(name.to_string()),
+            ImageSource::Build { .. } => Err(ExecError::Unsupported("build images")),
+        }
+    }
+
+    async fn seed(&self, _image: &str, host: &Path, _run_id: &str) -> Result<Seeded, ExecError> {
+        Ok(Seeded {
+            workdir: host.display().to_string(),
+            skipped: 0,
+        })
+    }
+
+    async fn start(&self, spec: SandboxSpec) -> Result<Arc<dyn Executor>, ExecError> {
+        let workdir = match (&spec.workdir, &spec.workspace) {
+            (Some(w), _) => PathBuf::from(w),
+            (None, Some(ws)) => ws.host.clone(),
+            (None, None) => std::env::current_dir()?,
+        };
+        Ok(Arc::new(
+            LocalExecutor::new(LocalConfig {
+                workdir,
+                env: spec.env.clone(),
+                keep_background: spec.keep_background,
+            })
+            .with_redactor(spec.redactor.clone()),
+        ))
+    }
+}

@@ -2,6 +2,7 @@
 //! knows this trait; `local` runs a child process on the host, `docker` a
 //! hardened container per run.
 
+pub mod backend;
 pub mod capture;
 pub mod disk;
 pub mod docker;
@@ -80,6 +81,8 @@ pub enum ExecError {
     Refused(String),
     #[error("workspace: {0}")]
     Workspace(String),
+    #[error("this sandbox cannot {0}")]
+    Unsupported(&'static str),
     #[error("the container runtime '{runtime}' is not registered with the Docker engine (registered: {})", registered.join(", "))]
     RuntimeUnavailable {
         runtime: String,
@@ -92,9 +95,17 @@ pub enum ExecError {
 }
 
 impl ExecError {
-    /// True when the sandbox is gone and no further command can run.
+    /// Whether the sandbox can still run commands after this error: only
+    /// a command that could not start (or a refused request) leaves it
+    /// usable; an engine or host failure, a dead or unrecoverable sandbox
+    /// ends the run.
+    pub fn sandbox_usable(&self) -> bool {
+        matches!(self, ExecError::Spawn(_) | ExecError::Unsupported(_))
+    }
+
+    /// True when no further command can run (see [`Self::sandbox_usable`]).
     pub fn is_fatal(&self) -> bool {
-        !matches!(self, ExecError::Spawn(_))
+        !self.sandbox_usable()
     }
 
     /// What the user can do about it, when that is known.
@@ -127,7 +138,8 @@ pub fn background_killed_note(n: u32) -> String {
     )
 }
 
-/// Where bash tool calls run.
+/// A sandbox: where tool calls run. The loop and eval know only this (and
+/// [`backend::Backend`], which starts one).
 #[async_trait]
 pub trait Executor: Send + Sync {
     /// Short name for messages and the trajectory ("local", "docker").
@@ -151,7 +163,18 @@ pub trait Executor: Send + Sync {
         Vec::new()
     }
 
-    /// Releases everything the executor holds (containers, processes).
-    /// Idempotent; called on every exit path.
+    /// Copies the content of the host directory `host` into the directory
+    /// `dest` of the sandbox (made when missing), links kept as links and
+    /// never followed, owned by the sandbox's user.
+    async fn upload_dir(&self, host: &std::path::Path, dest: &str) -> Result<(), ExecError>;
+
+    /// Releases everything the executor holds (containers, processes) and
+    /// hands the workspace back. Idempotent; called on every exit path.
     async fn shutdown(&self) -> Result<(), ExecError>;
+
+    /// Like [`Executor::shutdown`], but the sandbox's changes to the
+    /// workspace are dropped (a verifier's). Idempotent.
+    async fn discard(&self) -> Result<(), ExecError> {
+        self.shutdown().await
+    }
 }

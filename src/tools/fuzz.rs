@@ -46,6 +46,10 @@ impl Executor for Recorder {
         })
     }
 
+    async fn upload_dir(&self, _host: &std::path::Path, _dest: &str) -> Result<(), ExecError> {
+        Err(ExecError::Unsupported("upload files"))
+    }
+
     async fn shutdown(&self) -> Result<(), ExecError> {
         Ok(())
     }

@@ -46,7 +46,7 @@ pub async fn upload_to(
     .await
 }
 
-fn add_dir(
+pub(super) fn add_dir(
     b: &mut tar::Builder<Vec<u8>>,
     base: &Path,
     rel: &Path,

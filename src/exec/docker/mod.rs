@@ -4,11 +4,14 @@
 //! commands, tied to this process so it ends when the runner does (see
 //! `lifeline`).
 
+mod backend;
+mod build;
 mod client;
 mod config;
 mod container;
 mod copy;
 mod engine;
+mod files;
 mod gc;
 mod image;
 mod kill;
@@ -25,15 +28,18 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bollard::Docker;
 
+pub use backend::{DockerBackend, docker_config};
+pub use build::ImageError;
 pub use client::connect;
 pub use config::{
-    CONTAINER_WORKDIR, DEFAULT_CPUS, DEFAULT_HOME_SIZE_BYTES, DEFAULT_IMAGE, DEFAULT_MEMORY_BYTES,
-    DEFAULT_PIDS_LIMIT, DEFAULT_USER, DockerConfig, SANDBOX_HOME, Ulimits, WorkspaceMode,
+    CONTAINER_WORKDIR, DEFAULT_CPUS, DEFAULT_DISK_BYTES, DEFAULT_HOME_SIZE_BYTES, DEFAULT_IMAGE,
+    DEFAULT_MAX_RUN_SECS, DEFAULT_MEMORY_BYTES, DEFAULT_PIDS_LIMIT, DEFAULT_USER, DockerConfig,
+    SANDBOX_HOME, Ulimits, WorkspaceMode,
 };
 pub use container::{LABEL_MANAGED, LABEL_OWNER_PID, LABEL_RUN_ID, MANAGED_VALUE};
 pub use engine::{EngineInfo, Kernel, REGISTER_RUNTIME_HINT, RuntimeInfo, SandboxSecurity};
 pub use gc::{GcReport, gc};
-pub use seed::{Seeded, seed_workspace};
+pub use seed::seed_workspace;
 
 use super::disk::Disk;
 use super::{ExecError, ExecOutput, ExecRequest, Executor};
@@ -278,20 +284,6 @@ impl DockerExecutor {
         self.security.as_ref()
     }
 
-    /// Copies the content of the host directory `host` into the existing
-    /// directory `dest` of the container (archive API; links are not
-    /// followed), owned by the sandbox user.
-    pub async fn upload_dir(&self, host: &std::path::Path, dest: &str) -> Result<(), ExecError> {
-        let (uid, gid) = numeric_user(&self.user).unwrap_or((0, 0));
-        copy::upload_to(&self.docker, &self.id, host, dest, uid, gid).await
-    }
-
-    /// Removes the container without collecting the workspace (copy mode
-    /// leaves the host directory as it was). Idempotent.
-    pub async fn discard(&self) -> Result<(), ExecError> {
-        self.finish(false).await
-    }
-
     /// Removes the container (after collecting the workspace in copy mode
     /// when `collect`) and hands the workspace back. Idempotent.
     async fn finish(&self, collect: bool) -> Result<(), ExecError> {
@@ -487,8 +479,16 @@ impl Executor for DockerExecutor {
             .and_then(|s| serde_json::to_value(s).ok())
     }
 
+    async fn upload_dir(&self, host: &std::path::Path, dest: &str) -> Result<(), ExecError> {
+        files::upload_dir(&self.docker, &self.id, &self.user, host, dest).await
+    }
+
     async fn shutdown(&self) -> Result<(), ExecError> {
         self.finish(true).await
+    }
+
+    async fn discard(&self) -> Result<(), ExecError> {
+        self.finish(false).await
     }
 }
 

@@ -15,14 +15,7 @@ use super::container::{container_name, labels, remove};
 use super::{copy, image};
 use crate::exec::ExecError;
 
-/// What seeding found.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Seeded {
-    /// The image's working directory (`WorkingDir`), /workspace when unset.
-    pub workdir: String,
-    /// Entries refused (links out, devices...).
-    pub skipped: usize,
-}
+use crate::exec::backend::Seeded;
 
 /// Copies the image's working directory into the empty host directory
 /// `host`; a directory missing from the image leaves it empty.

@@ -1,0 +1,194 @@
+//! The sandbox contract every backend implements, in the shape of Harbor's
+//! `BaseEnvironment` and Inspect's sandboxes: a [`Backend`] prepares images
+//! and starts sandboxes from a backend-neutral [`SandboxSpec`]; the
+//! sandbox it returns is an [`Executor`]: it runs commands (timeout, output
+//! cap, cancellation, kill of everything), moves directories in (never
+//! following links), reports what it can do, and stops. The agent loop and
+//! `runner eval` use only this; everything that names a container engine
+//! lives under `exec/docker/`.
+//!
+//! A new backend is one module implementing [`Backend`] plus one line in
+//! [`backend_for`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{ExecError, Executor};
+use crate::redact::Redactor;
+
+/// The sandbox's network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Network {
+    /// No network at all (only loopback).
+    #[default]
+    None,
+    /// The engine's default bridge: a loosening.
+    Bridge,
+}
+
+/// How a host workspace reaches the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WorkspaceMode {
+    /// Bind for a local engine, copy for a remote one.
+    #[default]
+    Auto,
+    /// Through the host filesystem (bounded by `--disk` when possible).
+    Bind,
+    /// Uploaded at start, downloaded at the end (remote engines).
+    Copy,
+}
+
+/// The host workspace of a sandbox.
+#[derive(Debug, Clone)]
+pub struct WorkspaceSpec {
+    /// The host directory.
+    pub host: PathBuf,
+    pub mode: WorkspaceMode,
+    /// Start from exactly the host directory's content, with nothing of the
+    /// image's own working directory (a verifier must not see files the
+    /// agent deleted come back).
+    pub exact: bool,
+}
+
+/// Everything a backend needs to start one sandbox.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    /// Image (or, for a backend without images, a name for the trajectory).
+    pub image: String,
+    pub cpus: f64,
+    pub memory_bytes: i64,
+    pub pids_limit: i64,
+    /// What the sandbox may put on the host's disk; `None`: unbounded.
+    pub disk_bytes: Option<u64>,
+    pub network: Network,
+    /// `uid:gid` commands run as.
+    pub user: String,
+    pub writable_rootfs: bool,
+    pub workspace: Option<WorkspaceSpec>,
+    /// Where commands start, as the sandbox sees it; `None`: the backend's
+    /// default (the workspace).
+    pub workdir: Option<String>,
+    /// The command environment, on top of the sandbox's own.
+    pub env: Vec<(String, String)>,
+    /// The engine's runtime (`runsc`...); `None`: its default.
+    pub runtime: Option<String>,
+    /// Commands may switch to another user (the verifier runs the agent's
+    /// code unprivileged): SETUID and SETGID, nothing else.
+    pub switch_user: bool,
+    /// Identifies the run in the backend's objects.
+    pub run_id: String,
+    /// Longest the sandbox may live.
+    pub max_run_time: Duration,
+    /// Secrets kept out of every command's output.
+    pub redactor: Redactor,
+    /// Leave what a command started in the background running after it
+    /// exits; by default it is killed and the model is told.
+    pub keep_background: bool,
+}
+
+impl SandboxSpec {
+    /// A spec with runner's defaults for `image` and `run_id`.
+    pub fn new(image: &str, run_id: &str) -> SandboxSpec {
+        SandboxSpec {
+            image: image.to_string(),
+            cpus: crate::exec::docker::DEFAULT_CPUS,
+            memory_bytes: crate::exec::docker::DEFAULT_MEMORY_BYTES,
+            pids_limit: crate::exec::docker::DEFAULT_PIDS_LIMIT,
+            disk_bytes: Some(crate::exec::docker::DEFAULT_DISK_BYTES),
+            network: Network::None,
+            user: crate::exec::docker::DEFAULT_USER.to_string(),
+            writable_rootfs: false,
+            workspace: None,
+            workdir: None,
+            env: Vec::new(),
+            runtime: None,
+            switch_user: false,
+            run_id: run_id.to_string(),
+            max_run_time: Duration::from_secs(crate::exec::docker::DEFAULT_MAX_RUN_SECS),
+            redactor: Redactor::default(),
+            keep_background: false,
+        }
+    }
+}
+
+/// Where an image comes from.
+#[derive(Debug, Clone)]
+pub enum ImageSource<'a> {
+    /// An image by reference, pulled when missing and a registry answers.
+    Named(&'a str),
+    /// Built from a directory holding a Dockerfile.
+    Build {
+        context: &'a Path,
+        /// Longest the build may take.
+        timeout: Duration,
+        /// Recorded on the image (a task's name).
+        label: &'a str,
+    },
+}
+
+/// What a backend can do, checked against a task's needs before anything
+/// starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capabilities {
+    /// Short name ("docker", "local").
+    pub name: &'static str,
+    /// Whether commands are isolated from the host at all.
+    pub isolated: bool,
+    /// Network modes it can give.
+    pub networks: Vec<Network>,
+    /// Whether it builds and runs images.
+    pub images: bool,
+}
+
+/// What seeding a workspace from an image found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seeded {
+    /// The image's working directory (where commands start).
+    pub workdir: String,
+    /// Entries refused (links out, devices...).
+    pub skipped: usize,
+}
+
+/// A kind of sandbox.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// What it can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Makes `source` available; returns the reference to start from.
+    async fn prepare_image(&self, source: ImageSource<'_>) -> Result<String, ExecError>;
+
+    /// Copies the image's working directory (a task's start state) into
+    /// the empty host directory `host`.
+    async fn seed(&self, image: &str, host: &Path, run_id: &str) -> Result<Seeded, ExecError>;
+
+    /// Starts one sandbox.
+    async fn start(&self, spec: SandboxSpec) -> Result<Arc<dyn Executor>, ExecError>;
+
+    /// The runtime sandboxes will use for `requested` (the backend's
+    /// default when `None`), refusing one it does not have; `Ok(None)` when
+    /// the backend cannot say now (each start then reports its own error).
+    async fn check_runtime(&self, requested: Option<&str>) -> Result<Option<String>, ExecError> {
+        Ok(requested.map(str::to_string))
+    }
+}
+
+/// The backends by name: a new one is a module and a line here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// A hardened container per run (the default).
+    Docker,
+    /// A child process on this host: NOT a sandbox.
+    Local,
+}
+
+/// The backend of `kind`.
+pub fn backend_for(kind: BackendKind) -> Arc<dyn Backend> {
+    match kind {
+        BackendKind::Docker => Arc::new(super::docker::DockerBackend),
+        BackendKind::Local => Arc::new(super::local::LocalBackend),
+    }
+}

@@ -1,0 +1,111 @@
+//! The docker backend: [`Backend`] for the engine, mapping the neutral
+//! [`SandboxSpec`] onto a hardened [`DockerConfig`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::config::{CONTAINER_WORKDIR, DockerConfig, WorkspaceMode as DockerMode};
+use super::engine::EngineInfo;
+use super::{DockerExecutor, build, client, image, seed};
+use crate::exec::backend::{
+    Backend, Capabilities, ImageSource, Network, SandboxSpec, Seeded, WorkspaceMode,
+};
+use crate::exec::{ExecError, Executor};
+
+/// Hardened containers on the Docker engine (DOCKER_HOST or the local
+/// socket).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DockerBackend;
+
+/// The docker executor's configuration for `spec`.
+pub fn docker_config(spec: &SandboxSpec) -> DockerConfig {
+    DockerConfig {
+        image: spec.image.clone(),
+        network: match spec.network {
+            Network::None => None,
+            Network::Bridge => Some("bridge".into()),
+        },
+        cpus: spec.cpus,
+        memory_bytes: spec.memory_bytes,
+        pids_limit: spec.pids_limit,
+        user: spec.user.clone(),
+        writable_rootfs: spec.writable_rootfs,
+        workspace: spec.workspace.as_ref().map(|w| w.host.clone()),
+        workspace_mode: match spec.workspace.as_ref().map(|w| w.mode) {
+            Some(WorkspaceMode::Bind) => DockerMode::Bind,
+            Some(WorkspaceMode::Copy) => DockerMode::Copy,
+            Some(WorkspaceMode::Auto) | None => DockerMode::Auto,
+        },
+        disk_bytes: spec.disk_bytes,
+        workdir: spec
+            .workdir
+            .clone()
+            .unwrap_or_else(|| CONTAINER_WORKDIR.to_string()),
+        cap_add: if spec.switch_user {
+            vec!["SETUID".into(), "SETGID".into()]
+        } else {
+            Vec::new()
+        },
+        volume_no_copy: spec.workspace.as_ref().is_some_and(|w| w.exact),
+        env: spec.env.clone(),
+        redactor: spec.redactor.clone(),
+        run_id: spec.run_id.clone(),
+        max_run_time: spec.max_run_time,
+        runtime: spec.runtime.clone(),
+        keep_background: spec.keep_background,
+        ..DockerConfig::default()
+    }
+}
+
+#[async_trait]
+impl Backend for DockerBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            name: "docker",
+            isolated: true,
+            networks: vec![Network::None, Network::Bridge],
+            images: true,
+        }
+    }
+
+    async fn prepare_image(&self, source: ImageSource<'_>) -> Result<String, ExecError> {
+        let docker = client::connect().await?;
+        match source {
+            ImageSource::Named(name) => {
+                image::ensure_image(&docker, name).await?;
+                Ok(name.to_string())
+            }
+            ImageSource::Build {
+                context,
+                timeout,
+                label,
+            } => build::build_cached(&docker, context, timeout, label)
+                .await
+                .map_err(|e| ExecError::ImageUnavailable {
+                    image: context.display().to_string(),
+                    detail: e.to_string(),
+                }),
+        }
+    }
+
+    async fn seed(&self, image: &str, host: &Path, run_id: &str) -> Result<Seeded, ExecError> {
+        seed::seed_workspace(image, host, run_id).await
+    }
+
+    async fn start(&self, spec: SandboxSpec) -> Result<Arc<dyn Executor>, ExecError> {
+        Ok(Arc::new(DockerExecutor::start(docker_config(&spec)).await?))
+    }
+
+    async fn check_runtime(&self, requested: Option<&str>) -> Result<Option<String>, ExecError> {
+        let requested = requested.filter(|r| !r.is_empty());
+        let Ok(docker) = client::connect().await else {
+            return Ok(None);
+        };
+        let Ok(engine) = EngineInfo::read(&docker).await else {
+            return Ok(None);
+        };
+        Ok(Some(engine.check_runtime(requested, None)?))
+    }
+}
