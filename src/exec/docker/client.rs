@@ -102,3 +102,29 @@ pub fn status_of(e: &bollard::errors::Error) -> Option<u16> {
 pub fn short(id: &str) -> &str {
     &id[..id.len().min(12)]
 }
+
+/// Creates and starts an exec in container `id`, attached as `opts` says;
+/// `ops` names the two steps for error messages. Returns the exec's id and
+/// its streams.
+pub async fn start_exec(
+    docker: &Docker,
+    id: &str,
+    opts: bollard::exec::CreateExecOptions<&str>,
+    ops: (&'static str, &'static str),
+) -> Result<(String, bollard::exec::StartExecResults), ExecError> {
+    let exec = call(
+        ops.0,
+        short(id),
+        QUICK_TIMEOUT,
+        docker.create_exec(id, opts),
+    )
+    .await?;
+    let started = call(
+        ops.1,
+        short(id),
+        QUICK_TIMEOUT,
+        docker.start_exec(&exec.id, None),
+    )
+    .await?;
+    Ok((exec.id, started))
+}

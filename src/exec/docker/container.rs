@@ -50,28 +50,6 @@ pub fn host_name() -> String {
         .unwrap_or_default()
 }
 
-/// Start time of a process in clock ticks since boot (field 22 of
-/// /proc/PID/stat), or `None` if it does not exist.
-pub fn process_start(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces; fields after it are
-    // counted from the closing parenthesis.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19).map(str::to_string)
-}
-
-/// Whether process `pid` has exited and only its zombie is left (state Z
-/// or X in /proc/PID/stat): an owner that can never clean up again.
-pub fn process_is_dead(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    let state = stat
-        .rfind(')')
-        .and_then(|i| stat[i + 1..].split_whitespace().next());
-    matches!(state, Some("Z" | "X") | None)
-}
-
 /// The labels every runner object carries.
 pub fn labels(cfg: &DockerConfig) -> HashMap<String, String> {
     let created = now_secs();
@@ -83,7 +61,7 @@ pub fn labels(cfg: &DockerConfig) -> HashMap<String, String> {
     l.insert(LABEL_OWNER_PID.into(), pid.to_string());
     l.insert(
         LABEL_OWNER_START.into(),
-        process_start(pid).unwrap_or_default(),
+        crate::exec::liveness::process_start(pid).unwrap_or_default(),
     );
     l.insert(LABEL_OWNER_HOST.into(), host_name());
     l.insert(LABEL_CREATED.into(), created.to_string());

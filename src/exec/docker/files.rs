@@ -13,7 +13,7 @@ use bollard::exec::{CreateExecOptions, StartExecResults};
 use futures::StreamExt;
 use tokio::io::AsyncWriteExt;
 
-use super::client::{QUICK_TIMEOUT, call, short};
+use super::client::{short, start_exec};
 use super::copy;
 use super::kill::wait_exit;
 use crate::exec::ExecError;
@@ -42,34 +42,24 @@ pub async fn upload_dir(
     .await
     .map_err(|e| ExecError::Spawn(format!("packing the upload: {e}")))??;
     let fut = async {
-        let exec = call(
-            "create upload exec",
-            short(id),
-            QUICK_TIMEOUT,
-            docker.create_exec(
-                id,
-                CreateExecOptions {
-                    cmd: Some(vec![
-                        "sh",
-                        "-c",
-                        "mkdir -p -- \"$1\" && exec tar -x -f - -C \"$1\"",
-                        "runner-upload",
-                        dest,
-                    ]),
-                    attach_stdin: Some(true),
-                    attach_stdout: Some(true),
-                    attach_stderr: Some(true),
-                    user: Some(user),
-                    ..Default::default()
-                },
-            ),
-        )
-        .await?;
-        let started = call(
-            "start upload exec",
-            short(id),
-            QUICK_TIMEOUT,
-            docker.start_exec(&exec.id, None),
+        let (exec_id, started) = start_exec(
+            docker,
+            id,
+            CreateExecOptions {
+                cmd: Some(vec![
+                    "sh",
+                    "-c",
+                    "mkdir -p -- \"$1\" && exec tar -x -f - -C \"$1\"",
+                    "runner-upload",
+                    dest,
+                ]),
+                attach_stdin: Some(true),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                user: Some(user),
+                ..Default::default()
+            },
+            ("create upload exec", "start upload exec"),
         )
         .await?;
         let StartExecResults::Attached {
@@ -97,7 +87,7 @@ pub async fn upload_dir(
             input.shutdown().await
         };
         let (text, written) = tokio::join!(reader, writer);
-        let code = wait_exit(docker, &exec.id, id, Duration::from_secs(10)).await?;
+        let code = wait_exit(docker, &exec_id, id, Duration::from_secs(10)).await?;
         if written.is_err() || code != Some(0) {
             return Err(ExecError::Docker {
                 op: "upload files",

@@ -20,10 +20,10 @@ use bollard::query_parameters::{
 use super::client::{CALL_TIMEOUT, call, docker_err, short, status_of};
 use super::container::{
     LABEL_EXPIRES, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START,
-    LABEL_RUN_ID, MANAGED_VALUE, host_name, is_sandbox_name, now_secs, process_is_dead,
-    process_start, remove,
+    LABEL_RUN_ID, MANAGED_VALUE, host_name, is_sandbox_name, now_secs, remove,
 };
 use crate::exec::ExecError;
+use crate::exec::liveness;
 
 /// What a gc pass removed, and what it could not.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -79,15 +79,7 @@ pub fn is_abandoned(labels: &HashMap<String, String>, now: u64, this_host: &str)
     let Some(pid) = pid.filter(|_| local) else {
         return expired;
     };
-    match process_start(pid) {
-        None => true,
-        Some(start) => {
-            process_is_dead(pid)
-                || labels
-                    .get(LABEL_OWNER_START)
-                    .is_some_and(|s| !s.is_empty() && *s != start)
-        }
-    }
+    !liveness::is_alive(pid, labels.get(LABEL_OWNER_START).map(String::as_str))
 }
 
 /// Removes abandoned runner containers, then abandoned runner volumes.
@@ -95,21 +87,7 @@ pub async fn gc(docker: &Docker) -> Result<GcReport, ExecError> {
     let mut report = GcReport::default();
     let now = now_secs();
     let host = host_name();
-    let filter = HashMap::from([(
-        "label".to_string(),
-        vec![format!("{LABEL_MANAGED}={MANAGED_VALUE}")],
-    )]);
-    let opts = ListContainersOptionsBuilder::new()
-        .all(true)
-        .filters(&filter)
-        .build();
-    let containers = call(
-        "list containers",
-        "",
-        CALL_TIMEOUT,
-        docker.list_containers(Some(opts)),
-    )
-    .await?;
+    let containers = list_runner_containers(docker).await?;
     for c in containers {
         let (Some(id), Some(labels)) = (c.id, c.labels) else {
             continue;
@@ -123,7 +101,9 @@ pub async fn gc(docker: &Docker) -> Result<GcReport, ExecError> {
             Err(e) => report.errors.push(format!("container {}: {e}", short(&id))),
         }
     }
-    let opts = ListVolumesOptionsBuilder::new().filters(&filter).build();
+    let opts = ListVolumesOptionsBuilder::new()
+        .filters(&managed_filter())
+        .build();
     let volumes = call(
         "list volumes",
         "",
@@ -144,25 +124,36 @@ pub async fn gc(docker: &Docker) -> Result<GcReport, ExecError> {
     Ok(report)
 }
 
-/// Run ids of every runner container on the engine, running or not.
-pub async fn run_ids_with_containers(
+/// Every runner-labelled container on the engine, running or not.
+async fn list_runner_containers(
     docker: &Docker,
-) -> Result<std::collections::HashSet<String>, ExecError> {
-    let filter = HashMap::from([(
-        "label".to_string(),
-        vec![format!("{LABEL_MANAGED}={MANAGED_VALUE}")],
-    )]);
+) -> Result<Vec<bollard::models::ContainerSummary>, ExecError> {
     let opts = ListContainersOptionsBuilder::new()
         .all(true)
-        .filters(&filter)
+        .filters(&managed_filter())
         .build();
-    let containers = call(
+    call(
         "list containers",
         "",
         CALL_TIMEOUT,
         docker.list_containers(Some(opts)),
     )
-    .await?;
+    .await
+}
+
+/// The label filter that selects runner's objects.
+fn managed_filter() -> HashMap<String, Vec<String>> {
+    HashMap::from([(
+        "label".to_string(),
+        vec![format!("{LABEL_MANAGED}={MANAGED_VALUE}")],
+    )])
+}
+
+/// Run ids of every runner container on the engine, running or not.
+pub async fn run_ids_with_containers(
+    docker: &Docker,
+) -> Result<std::collections::HashSet<String>, ExecError> {
+    let containers = list_runner_containers(docker).await?;
     Ok(containers
         .into_iter()
         .filter_map(|c| c.labels?.get(LABEL_RUN_ID).cloned())
@@ -214,7 +205,7 @@ mod tests {
     #[test]
     fn abandonment_rules() {
         let me = std::process::id();
-        let start = process_start(me).unwrap();
+        let start = liveness::process_start(me).unwrap();
         let host = "h";
         let live = labels(&[
             (LABEL_RUN_ID, "r".into()),
@@ -266,22 +257,5 @@ mod tests {
             &labels(&[]),
             &named("/runner-r-0a1b2c3d")
         ));
-    }
-
-    #[test]
-    fn a_zombie_owner_is_dead() {
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        let until = std::time::Instant::now() + Duration::from_secs(5);
-        while !process_is_dead(pid) {
-            assert!(std::time::Instant::now() < until, "never a zombie");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(
-            process_start(pid).is_some(),
-            "the zombie still has a start time"
-        );
-        child.wait().unwrap();
-        assert!(!process_is_dead(std::process::id()));
     }
 }

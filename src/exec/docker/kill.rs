@@ -26,7 +26,7 @@ use bollard::Docker;
 use bollard::exec::{CreateExecOptions, StartExecResults};
 use futures::StreamExt;
 
-use super::client::{QUICK_TIMEOUT, call, short};
+use super::client::{QUICK_TIMEOUT, call, short, start_exec};
 use super::config::user_is_root;
 use super::launch::{CLEAN_MARK, KILL};
 use crate::exec::ExecError;
@@ -53,27 +53,17 @@ pub async fn control(
     let mut cmd = vec!["sh", "-c", script, "runner"];
     cmd.extend_from_slice(args);
     let fut = async {
-        let exec = call(
-            "create control exec",
-            short(id),
-            QUICK_TIMEOUT,
-            docker.create_exec(
-                id,
-                CreateExecOptions {
-                    cmd: Some(cmd),
-                    attach_stdout: Some(true),
-                    attach_stderr: Some(true),
-                    user: Some(user),
-                    ..Default::default()
-                },
-            ),
-        )
-        .await?;
-        let started = call(
-            "start control exec",
-            short(id),
-            QUICK_TIMEOUT,
-            docker.start_exec(&exec.id, None),
+        let (exec_id, started) = start_exec(
+            docker,
+            id,
+            CreateExecOptions {
+                cmd: Some(cmd),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                user: Some(user),
+                ..Default::default()
+            },
+            ("create control exec", "start control exec"),
         )
         .await?;
         let mut out = Vec::new();
@@ -85,7 +75,7 @@ pub async fn control(
                 }
             }
         }
-        let exit_code = wait_exit(docker, &exec.id, id, Duration::from_secs(5)).await?;
+        let exit_code = wait_exit(docker, &exec_id, id, Duration::from_secs(5)).await?;
         Ok(ControlOutput {
             stdout: String::from_utf8_lossy(&out).into_owned(),
             exit_code,
