@@ -195,9 +195,11 @@ fn the_work_of_a_sigkilled_run_comes_back_with_gc() {
     live.wait_for("tool_call", Duration::from_secs(60));
     let pid = live.child.id();
     let until = std::time::Instant::now() + Duration::from_secs(20);
+    // Both changes made (the command may be slow to get from one to the
+    // other, under gVisor).
     while !disks_of(pid)
         .iter()
-        .any(|d| d.join("mnt/progress.txt").exists())
+        .any(|d| d.join("mnt/progress.txt").exists() && !d.join("mnt/start.txt").exists())
     {
         assert!(std::time::Instant::now() < until, "the command never wrote");
         std::thread::sleep(Duration::from_millis(50));
