@@ -14,6 +14,8 @@ use crate::tools::policy::{Policy, PolicyError};
 
 pub const DEFAULT_IMAGE: &str = "runner-sandbox:bookworm";
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
+/// Longest `--max-time` accepted: a week.
+pub const MAX_RUN_TIME_SECS: u64 = 7 * 24 * 3600;
 pub const DEFAULT_MAX_COMMAND_TIMEOUT_SECS: u64 = 600;
 pub const DEFAULT_MAX_STEPS: u32 = 100;
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
@@ -74,6 +76,13 @@ impl ConfigError {
             ConfigError::MaxBelowTimeout { .. } => {
                 Some("raise --max-command-timeout or lower --timeout")
             }
+            ConfigError::OutOfRange { .. } => {
+                Some("`runner --help` lists every flag and its range")
+            }
+            ConfigError::BadDisk(_) => Some(
+                "give a size such as --disk 2g, or --disk unlimited to bind-mount the workspace as it is",
+            ),
+            ConfigError::BadMemory(_) => Some("give a size such as --memory 512m or --memory 2g"),
             _ => None,
         }
     }
@@ -175,6 +184,13 @@ impl Config {
         positive("context-window", a.agent.context_window as f64)?;
         if let Some(t) = a.max_time {
             positive("max-time", t as f64)?;
+            if t > MAX_RUN_TIME_SECS {
+                return Err(ConfigError::OutOfRange {
+                    flag: "max-time",
+                    what: "at most a week (604800 seconds)",
+                    value: t.to_string(),
+                });
+            }
         }
         positive("cpus", a.cpus)?;
         positive("pids-limit", a.pids_limit as f64)?;

@@ -76,3 +76,25 @@ fn eval_refuses_a_max_command_timeout_below_the_timeout() {
         "the suite did not start"
     );
 }
+
+/// A user's huge `--max-time` used to overflow the container's expiry
+/// arithmetic (a panic in a debug build): it is a usage error now.
+#[test]
+fn a_huge_max_time_is_a_usage_error_not_a_panic() {
+    let d = Dir::new();
+    let script = d.write("script.json", r#"[{"text": "done"}]"#);
+    let ran = run(d.scripted(script.to_str().expect("utf-8")).args([
+        "--executor",
+        "local",
+        "--max-time",
+        "18446744073709551615",
+        "x",
+    ]));
+    ran.expect_code(2);
+    let err = ran.stderr();
+    assert!(
+        err.contains("error: --max-time must be at most a week") && err.contains("hint:"),
+        "{}",
+        ran.explain()
+    );
+}

@@ -53,7 +53,10 @@ pub fn host_name() -> String {
 /// The labels every runner object carries.
 pub fn labels(cfg: &DockerConfig) -> HashMap<String, String> {
     let created = now_secs();
-    let expires = created + cfg.max_run_time.as_secs() + EXPIRY_MARGIN_SECS;
+    // Saturating: --max-time is the user's number, and may be huge.
+    let expires = created
+        .saturating_add(cfg.max_run_time.as_secs())
+        .saturating_add(EXPIRY_MARGIN_SECS);
     let pid = std::process::id();
     let mut l: HashMap<String, String> = cfg.labels.iter().cloned().collect();
     l.insert(LABEL_MANAGED.into(), MANAGED_VALUE.into());
@@ -227,7 +230,10 @@ pub fn spec(
         auto_remove: Some(true),
         ..Default::default()
     };
-    let idle_secs = cfg.max_run_time.as_secs() + EXPIRY_MARGIN_SECS;
+    let idle_secs = cfg
+        .max_run_time
+        .as_secs()
+        .saturating_add(EXPIRY_MARGIN_SECS);
     ContainerCreateBody {
         image: Some(cfg.image.clone()),
         entrypoint: Some(vec!["sh".into(), "-c".into(), IDLE.into()]),
