@@ -13,6 +13,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use crate::hostfs::{DIR_FLAGS, nix_err};
 use nix::dir::{Dir, Type};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat, readlinkat, renameat};
@@ -31,18 +32,8 @@ pub struct CopyReport {
     pub bytes: u64,
 }
 
-const DIR_FLAGS: OFlag = OFlag::O_RDONLY
-    .union(OFlag::O_DIRECTORY)
-    .union(OFlag::O_NOFOLLOW)
-    .union(OFlag::O_CLOEXEC);
-
-fn io_err(e: Errno, what: &str, path: &Path) -> io::Error {
-    let inner = io::Error::from(e);
-    io::Error::new(inner.kind(), format!("{what} {}: {inner}", path.display()))
-}
-
 fn open_dir_path(path: &Path) -> io::Result<OwnedFd> {
-    nix::fcntl::open(path, DIR_FLAGS, Mode::empty()).map_err(|e| io_err(e, "opening", path))
+    nix::fcntl::open(path, DIR_FLAGS, Mode::empty()).map_err(|e| nix_err(e, "opening", path))
 }
 
 /// Copies the content of directory `src` into the existing, empty
@@ -57,7 +48,7 @@ pub fn copy_tree(src: &Path, dst: &Path, owner: Option<(u32, u32)>) -> io::Resul
             Some(Uid::from_raw(uid)),
             Some(Gid::from_raw(gid)),
         )
-        .map_err(|e| io_err(e, "changing the owner of", dst))?;
+        .map_err(|e| nix_err(e, "changing the owner of", dst))?;
     }
     copy_dir(&s, &d, Path::new(""), 0, owner, &mut report)?;
     Ok(report)
@@ -65,10 +56,10 @@ pub fn copy_tree(src: &Path, dst: &Path, owner: Option<(u32, u32)>) -> io::Resul
 
 fn names(dir: &OwnedFd, rel: &Path) -> io::Result<Vec<(Vec<u8>, Option<Type>)>> {
     let dup = dir.try_clone()?;
-    let mut d = Dir::from_fd(dup).map_err(|e| io_err(e, "listing", rel))?;
+    let mut d = Dir::from_fd(dup).map_err(|e| nix_err(e, "listing", rel))?;
     let mut out = Vec::new();
     for entry in d.iter() {
-        let entry = entry.map_err(|e| io_err(e, "listing", rel))?;
+        let entry = entry.map_err(|e| nix_err(e, "listing", rel))?;
         let name: &CStr = entry.file_name();
         let bytes = name.to_bytes();
         if bytes == b"." || bytes == b".." {
@@ -91,7 +82,7 @@ fn copy_dir(
         let name = OsStr::from_bytes(&name);
         let path = rel.join(name);
         let st: FileStat = fstatat(src, name, AtFlags::AT_SYMLINK_NOFOLLOW)
-            .map_err(|e| io_err(e, "reading", &path))?;
+            .map_err(|e| nix_err(e, "reading", &path))?;
         let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
         let perm = Mode::from_bits_truncate(st.st_mode & 0o777);
         match kind {
@@ -101,13 +92,13 @@ fn copy_dir(
                     continue;
                 }
                 mkdirat(dst, name, Mode::from_bits_truncate(0o700))
-                    .map_err(|e| io_err(e, "creating", &path))?;
+                    .map_err(|e| nix_err(e, "creating", &path))?;
                 let s = openat(src, name, DIR_FLAGS, Mode::empty())
-                    .map_err(|e| io_err(e, "opening", &path))?;
+                    .map_err(|e| nix_err(e, "opening", &path))?;
                 let d = openat(dst, name, DIR_FLAGS, Mode::empty())
-                    .map_err(|e| io_err(e, "opening", &path))?;
+                    .map_err(|e| nix_err(e, "opening", &path))?;
                 copy_dir(&s, &d, &path, depth + 1, owner, report)?;
-                fchmod(d.as_fd(), perm).map_err(|e| io_err(e, "setting the mode of", &path))?;
+                fchmod(d.as_fd(), perm).map_err(|e| nix_err(e, "setting the mode of", &path))?;
                 set_owner(&d, owner, &path)?;
             }
             SFlag::S_IFREG => {
@@ -117,7 +108,7 @@ fn copy_dir(
                     OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
                     Mode::empty(),
                 )
-                .map_err(|e| io_err(e, "opening", &path))?;
+                .map_err(|e| nix_err(e, "opening", &path))?;
                 let d = openat(
                     dst,
                     name,
@@ -128,20 +119,19 @@ fn copy_dir(
                         | OFlag::O_CLOEXEC,
                     perm,
                 )
-                .map_err(|e| io_err(e, "creating", &path))?;
-                let (mut s, d) = (File::from(s), File::from(d));
-                let mut w = &d;
-                report.bytes += io::copy(&mut s, &mut w).map_err(|e| {
+                .map_err(|e| nix_err(e, "creating", &path))?;
+                let (s, d) = (File::from(s), File::from(d));
+                report.bytes += copy_data(&s, &d).map_err(|e| {
                     io::Error::new(e.kind(), format!("copying {}: {e}", path.display()))
                 })?;
                 // The creation mode was masked by the umask.
-                fchmod(d.as_fd(), perm).map_err(|e| io_err(e, "setting the mode of", &path))?;
+                fchmod(d.as_fd(), perm).map_err(|e| nix_err(e, "setting the mode of", &path))?;
                 set_owner(&OwnedFd::from(d), owner, &path)?;
             }
             SFlag::S_IFLNK => {
-                let target = readlinkat(src, name).map_err(|e| io_err(e, "reading", &path))?;
+                let target = readlinkat(src, name).map_err(|e| nix_err(e, "reading", &path))?;
                 symlinkat(target.as_os_str(), dst, name)
-                    .map_err(|e| io_err(e, "creating", &path))?;
+                    .map_err(|e| nix_err(e, "creating", &path))?;
                 if let Some((uid, gid)) = owner {
                     fchownat(
                         dst,
@@ -150,13 +140,56 @@ fn copy_dir(
                         Some(Gid::from_raw(gid)),
                         AtFlags::AT_SYMLINK_NOFOLLOW,
                     )
-                    .map_err(|e| io_err(e, "changing the owner of", &path))?;
+                    .map_err(|e| nix_err(e, "changing the owner of", &path))?;
                 }
             }
             _ => report.skipped.push(path.display().to_string()),
         }
     }
     Ok(())
+}
+
+/// Copies the data of `src` into the empty `dst`, keeping holes holes: a
+/// sandbox can make files whose size is far larger than the space they
+/// take (`truncate -s 1G f`, many times over), and copying their zeros
+/// would write far more to the host than its disk limit. Only the data
+/// segments (SEEK_DATA .. SEEK_HOLE) are read and written, so the copy
+/// takes no more room, nor time, than the data really there. Returns the
+/// bytes of data copied.
+fn copy_data(src: &File, dst: &File) -> io::Result<u64> {
+    use nix::unistd::{Whence, lseek};
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let size = src.metadata()?.len();
+    let (mut r, mut w) = (src, dst);
+    let mut copied = 0u64;
+    let mut pos: i64 = 0;
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let start = match lseek(src, pos, Whence::SeekData) {
+            Ok(o) => o,
+            // No data past `pos`: the rest is a hole.
+            Err(Errno::ENXIO) => break,
+            Err(e) => return Err(e.into()),
+        };
+        let end = lseek(src, start, Whence::SeekHole)?;
+        r.seek(SeekFrom::Start(start as u64))?;
+        w.seek(SeekFrom::Start(start as u64))?;
+        let mut left = (end - start) as u64;
+        while left > 0 {
+            let want = left.min(buf.len() as u64) as usize;
+            let n = r.read(&mut buf[..want])?;
+            if n == 0 {
+                break;
+            }
+            w.write_all(&buf[..n])?;
+            left -= n as u64;
+            copied += n as u64;
+        }
+        pos = end;
+    }
+    // A trailing hole keeps the file's size.
+    dst.set_len(size)?;
+    Ok(copied)
 }
 
 fn set_owner(fd: &OwnedFd, owner: Option<(u32, u32)>, path: &Path) -> io::Result<()> {
@@ -166,7 +199,7 @@ fn set_owner(fd: &OwnedFd, owner: Option<(u32, u32)>, path: &Path) -> io::Result
             Some(Uid::from_raw(uid)),
             Some(Gid::from_raw(gid)),
         )
-        .map_err(|e| io_err(e, "changing the owner of", path))?;
+        .map_err(|e| nix_err(e, "changing the owner of", path))?;
     }
     Ok(())
 }
@@ -183,7 +216,7 @@ pub fn replace_contents(
     let d = open_dir_path(dst)?;
     let stage_name = format!(".runner-collect-{:08x}", fastrand::u32(..));
     mkdirat(&d, stage_name.as_str(), Mode::from_bits_truncate(0o700))
-        .map_err(|e| io_err(e, "creating a staging directory in", dst))?;
+        .map_err(|e| nix_err(e, "creating a staging directory in", dst))?;
     let stage = dst.join(&stage_name);
     let report = match copy_tree(src, &stage, owner) {
         Ok(r) => r,
@@ -203,32 +236,32 @@ pub fn replace_contents(
         )?;
     }
     let s = openat(&d, stage_name.as_str(), DIR_FLAGS, Mode::empty())
-        .map_err(|e| io_err(e, "opening", &stage))?;
+        .map_err(|e| nix_err(e, "opening", &stage))?;
     for (name, _) in names(&s, &stage)? {
         let name = OsStr::from_bytes(&name);
         renameat(&s, name, &d, name)
-            .map_err(|e| io_err(e, "moving into place", &dst.join(name)))?;
+            .map_err(|e| nix_err(e, "moving into place", &dst.join(name)))?;
     }
     unlinkat(&d, stage_name.as_str(), UnlinkatFlags::RemoveDir)
-        .map_err(|e| io_err(e, "removing", &stage))?;
+        .map_err(|e| nix_err(e, "removing", &stage))?;
     Ok(report)
 }
 
 /// Removes one entry of `dir` (a whole tree for a directory; links are
 /// removed, never followed).
 fn remove_entry(dir: &OwnedFd, name: &OsStr, path: &Path) -> io::Result<()> {
-    let st =
-        fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).map_err(|e| io_err(e, "reading", path))?;
+    let st = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)
+        .map_err(|e| nix_err(e, "reading", path))?;
     if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFDIR {
         let sub =
-            openat(dir, name, DIR_FLAGS, Mode::empty()).map_err(|e| io_err(e, "opening", path))?;
+            openat(dir, name, DIR_FLAGS, Mode::empty()).map_err(|e| nix_err(e, "opening", path))?;
         for (n, _) in names(&sub, path)? {
             let n = OsStr::from_bytes(&n);
             remove_entry(&sub, n, &path.join(n))?;
         }
-        unlinkat(dir, name, UnlinkatFlags::RemoveDir).map_err(|e| io_err(e, "removing", path))
+        unlinkat(dir, name, UnlinkatFlags::RemoveDir).map_err(|e| nix_err(e, "removing", path))
     } else {
-        unlinkat(dir, name, UnlinkatFlags::NoRemoveDir).map_err(|e| io_err(e, "removing", path))
+        unlinkat(dir, name, UnlinkatFlags::NoRemoveDir).map_err(|e| nix_err(e, "removing", path))
     }
 }
 
@@ -276,6 +309,40 @@ mod tests {
         );
         assert_eq!(std::fs::read_to_string(&canary).expect("read"), "host");
         assert_eq!(std::fs::read_dir(outside.path()).expect("ls").count(), 1);
+    }
+
+    #[test]
+    fn sparse_files_stay_sparse_and_data_is_exact() {
+        let src = tempfile::tempdir().expect("tempdir");
+        let dst = tempfile::tempdir().expect("tempdir");
+        // 1 GiB of apparent size, 8 KiB of data in two places.
+        let f = File::create(src.path().join("sparse")).expect("create");
+        f.set_len(1 << 30).expect("size");
+        let mut w = &f;
+        use std::io::{Seek, SeekFrom, Write};
+        w.seek(SeekFrom::Start(1 << 20)).expect("seek");
+        w.write_all(&[7u8; 4096]).expect("write");
+        w.seek(SeekFrom::Start(512 << 20)).expect("seek");
+        w.write_all(&[9u8; 4096]).expect("write");
+        drop(f);
+        std::fs::write(src.path().join("plain"), b"abc").expect("write");
+        let rep = copy_tree(src.path(), dst.path(), None).expect("copies");
+        let m = std::fs::metadata(dst.path().join("sparse")).expect("stat");
+        assert_eq!(m.len(), 1 << 30, "apparent size kept");
+        assert!(
+            m.blocks() * 512 < 4 << 20,
+            "{} bytes allocated",
+            m.blocks() * 512
+        );
+        assert!(rep.bytes < 1 << 20, "{} bytes copied", rep.bytes);
+        let data = std::fs::read(dst.path().join("sparse")).expect("read");
+        assert_eq!(&data[(1 << 20)..(1 << 20) + 4096], &[7u8; 4096][..]);
+        assert_eq!(&data[(512 << 20)..(512 << 20) + 4096], &[9u8; 4096][..]);
+        assert!(data[..(1 << 20)].iter().all(|b| *b == 0));
+        assert_eq!(
+            std::fs::read(dst.path().join("plain")).expect("read"),
+            b"abc"
+        );
     }
 
     #[test]

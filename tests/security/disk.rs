@@ -233,3 +233,41 @@ fn the_work_of_a_sigkilled_run_comes_back_with_gc() {
     );
     assert!(disks_of(pid).is_empty(), "gc left the disk");
 }
+
+/// Files far larger than the space they take (`truncate -s 1G`, twenty
+/// times: 20 GiB of apparent size in a 64 MiB disk) must not become 20 GiB
+/// of zeros on the host when the work is copied back.
+#[test]
+fn sparse_files_past_the_limit_do_not_grow_on_the_host() {
+    let ws = Dir::new();
+    let home = Dir::new();
+    let turns = serde_json::json!({"turns": [
+        {"tool_calls": [{"name": "bash", "input": {"command":
+            "for i in $(seq 1 20); do truncate -s 1000M s$i || exit 1; done; echo x >> s1; ls -l s1 | tr -s ' ' | cut -d' ' -f5"}}]},
+        {"text": "done"}
+    ]});
+    let script = home.write("s.json", &turns.to_string());
+    let mut cmd = ws.scripted(&script.display().to_string());
+    cmd.env("HOME", home.path())
+        .args(Exec::Docker.args())
+        .args(["--workspace", ".", "--disk", &format!("{LIMIT_MIB}m"), "x"]);
+    let ran = run(&mut cmd);
+    ran.expect_code(0);
+    let events = ran.events();
+    let out = of_type(&events, "tool_result")[0]["output"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        out.contains("1048576002"),
+        "the sandbox made no sparse files: {out}"
+    );
+    let s1 = std::fs::metadata(ws.path().join("s1")).expect("s1 came back");
+    assert_eq!(s1.len(), (1000 << 20) + 2, "apparent size kept");
+    let back = allocated(ws.path());
+    assert!(
+        back <= LIMIT_MIB << 20,
+        "{back} bytes of host disk for 20 x 1000 MiB of holes{}",
+        ran.explain()
+    );
+}

@@ -46,12 +46,32 @@ pub async fn upload_to(
     .await
 }
 
+/// Most bytes of file data one upload may carry: uploads are built in
+/// memory, and a workspace's files may be far larger than the space they
+/// take (a sandbox's sparse files), so past this the upload is refused
+/// before the memory is spent.
+pub const MAX_UPLOAD_BYTES: u64 = 2 << 30;
+
+/// Appends the tree `base/rel` to `b` (links as links, never followed),
+/// refusing past [`MAX_UPLOAD_BYTES`] of file data.
 pub(super) fn add_dir(
     b: &mut tar::Builder<Vec<u8>>,
     base: &Path,
     rel: &Path,
     uid: u32,
     gid: u32,
+) -> Result<(), ExecError> {
+    let mut left = MAX_UPLOAD_BYTES;
+    add_dir_counted(b, base, rel, (uid, gid), &mut left)
+}
+
+/// [`add_dir`] with `left` bytes of file data still allowed.
+fn add_dir_counted(
+    b: &mut tar::Builder<Vec<u8>>,
+    base: &Path,
+    rel: &Path,
+    (uid, gid): (u32, u32),
+    left: &mut u64,
 ) -> Result<(), ExecError> {
     for entry in fs::read_dir(base.join(rel))? {
         let entry = entry?;
@@ -83,8 +103,16 @@ pub(super) fn add_dir(
             h.set_entry_type(tar::EntryType::Directory);
             h.set_size(0);
             b.append_data(&mut h, &rel_path, std::io::empty())?;
-            add_dir(b, base, &rel_path, uid, gid)?;
+            add_dir_counted(b, base, &rel_path, (uid, gid), left)?;
         } else if ft.is_file() {
+            if meta.len() > *left {
+                return Err(ExecError::Refused(format!(
+                    "{} holds more than {MAX_UPLOAD_BYTES} bytes of files to upload \
+                     (sparse files count at their full size)",
+                    base.display()
+                )));
+            }
+            *left -= meta.len();
             h.set_entry_type(tar::EntryType::Regular);
             h.set_size(meta.len());
             b.append_data(&mut h, &rel_path, fs::File::open(&full)?)?;
@@ -326,6 +354,22 @@ mod tests {
             }
         }
         b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn an_upload_of_huge_sparse_files_is_refused_before_it_is_built() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..3 {
+            let f = fs::File::create(dir.path().join(format!("s{i}"))).unwrap();
+            f.set_len(1 << 30).unwrap();
+        }
+        // Refused at once: no file's zeros are read in.
+        let mut b = tar::Builder::new(Vec::new());
+        let mut left = 1 << 20;
+        let err =
+            add_dir_counted(&mut b, dir.path(), Path::new(""), (0, 0), &mut left).unwrap_err();
+        assert!(matches!(err, ExecError::Refused(_)), "{err}");
+        assert!(b.get_ref().len() < 1 << 20);
     }
 
     #[test]
