@@ -26,7 +26,8 @@ pub struct HostDir {
     path: PathBuf,
 }
 
-fn nix_err(e: Errno, what: &str, path: &Path) -> io::Error {
+/// An errno as an I/O error naming what was done to which path.
+pub(crate) fn nix_err(e: Errno, what: &str, path: &Path) -> io::Error {
     let e = io::Error::from(e);
     io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
 }
@@ -42,7 +43,8 @@ fn check_name(name: &str) -> io::Result<()> {
     Ok(())
 }
 
-const DIR_FLAGS: OFlag = OFlag::O_RDONLY
+/// How a directory is opened: never through a link.
+pub(crate) const DIR_FLAGS: OFlag = OFlag::O_RDONLY
     .union(OFlag::O_DIRECTORY)
     .union(OFlag::O_NOFOLLOW)
     .union(OFlag::O_CLOEXEC);

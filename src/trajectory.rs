@@ -51,9 +51,8 @@ impl RunDir {
         let outputs = dir.create_dir("outputs").map_err(err)?;
         // Exclusive create: an existing trajectory is another run's record
         // and is never appended to or overwritten.
-        let mut file = dir.create_file("trajectory.jsonl").map_err(err)?;
-        // Append mode is not needed: only this handle writes, at its end.
-        let _ = file.flush();
+        // Only this handle writes it, always at its end.
+        let file = dir.create_file("trajectory.jsonl").map_err(err)?;
         let dir = OutputDir::new(dir, output_budget_bytes);
         let outputs = OutputDir::sharing_budget(outputs, &dir);
         Ok(RunDir {

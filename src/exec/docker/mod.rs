@@ -192,8 +192,11 @@ impl DockerExecutor {
             Err(e) => {
                 if let Some(Workspace::Disk { disk }) = &workspace
                     && let Some(d) = disk.lock().ok().and_then(|mut d| d.take())
+                    && let Err(d) = finish_disk(d, false).await
                 {
-                    let _ = finish_disk(d, false).await;
+                    tracing::warn!(
+                        "removing the workspace disk of a sandbox that did not start: {d}"
+                    );
                 }
                 return Err(e);
             }

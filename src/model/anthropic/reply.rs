@@ -9,18 +9,10 @@ use crate::model::{Block, Message, ModelError, ModelReply, Role, StopReason, Usa
 /// they go back to the Messages API.
 pub const PROVIDER: &str = "anthropic";
 
-/// Maps a Messages API `stop_reason`.
+/// Maps a Messages API `stop_reason`: the trajectory names reasons as this
+/// API does, so the neutral names are Anthropic's.
 pub(crate) fn stop_reason(s: &str) -> StopReason {
-    match s {
-        "end_turn" => StopReason::EndTurn,
-        "stop_sequence" => StopReason::StopSequence,
-        "tool_use" => StopReason::ToolUse,
-        "pause_turn" => StopReason::PauseTurn,
-        "refusal" => StopReason::Refusal,
-        "max_tokens" => StopReason::MaxTokens,
-        "model_context_window_exceeded" => StopReason::ModelContextWindowExceeded,
-        other => StopReason::Other(other.to_string()),
-    }
+    StopReason::from_name(s)
 }
 
 /// Takes the usage fields present in `u` (message_delta repeats some,
