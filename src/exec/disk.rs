@@ -169,7 +169,9 @@ impl Disk {
             } else {
                 DiskError::io(format!("copying {} into the disk", workspace.display()))(e)
             };
-            let _ = disk.release_without_copy();
+            if let Err(e) = disk.release_without_copy() {
+                tracing::warn!("removing the disk after a failed copy-in: {e}");
+            }
             return Err(err);
         }
         Ok(disk)
