@@ -169,13 +169,18 @@ pub async fn kill_command_processes(
 ) -> Result<(), ExecError> {
     let mut last = String::new();
     for attempt in 0..KILL_ATTEMPTS {
-        let raised = attempt > 0;
-        if raised {
+        // Whether this attempt changed the limit, so it must be put back.
+        // A runtime that cannot update a running container (gVisor's
+        // runsc has no `update`) or a busy engine leaves it unchanged: the
+        // attempt goes on without headroom and there is nothing to restore.
+        let mut raised = false;
+        if attempt > 0 {
             let more = pids_limit + PIDS_HEADROOM * attempt as i64;
-            if let Err(e) = set_pids_limit(docker, id, more).await {
-                // Still try without the headroom; a busy engine may answer
-                // the exec but not the update.
-                tracing::debug!(container = short(id), attempt, "cannot raise pids: {e}");
+            match set_pids_limit(docker, id, more).await {
+                Ok(()) => raised = true,
+                Err(e) => {
+                    tracing::debug!(container = short(id), attempt, "cannot raise pids: {e}")
+                }
             }
         }
         let r = kill_once(docker, id, user, spare).await;
