@@ -1,36 +1,26 @@
-//! One run from validated configuration to outcome: builds the model, the
-//! executor and the tools, wires the event consumers, handles Ctrl-C, and
-//! always leaves a complete trajectory.
+//! One run from the command line: the task source (argument, stdin or a
+//! conversation on the terminal), the run directory, what the user sees,
+//! and a complete trajectory on every exit path. The model, the sandbox
+//! and the loop come from `runtime`, shared with `runner eval`.
 
 use std::io::{IsTerminal, Read};
-use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::FutureExt;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, AgentSettings, Conversation, Limits, RunEnd};
-use crate::cli::{ExecutorKind, Network, Provider, RunArgs, WorkspaceMode};
-use crate::config::{Config, ConfigError};
+use crate::agent::{Conversation, RunEnd};
+use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::event::{Event, Outcome};
-use crate::exec::backend::{
-    BackendKind, Network as SandboxNetwork, SandboxSpec, WorkspaceMode as SandboxWorkspaceMode,
-    WorkspaceSpec, backend_for,
-};
+use crate::exec::backend::BackendKind;
 use crate::exec::{ExecError, Executor};
-use crate::model::anthropic::AnthropicModel;
-use crate::model::http::ApiConfig;
-use crate::model::openai::OpenAiModel;
-use crate::model::scripted::ScriptedModel;
-use crate::model::{Message, Model, ModelError, Usage};
-use crate::redact::{self, RedactError, Redactor};
+use crate::hints::Failure;
+use crate::model::{Message, Model, ModelError};
+use crate::redact::RedactError;
 use crate::render::{Human, json_line};
-use crate::terminal::visible;
-use crate::tools::Registry;
-use crate::tools::bash::{BashSettings, BashTool};
+use crate::runtime::{self, Session};
 use crate::trajectory::{RunDir, RunDirError, new_run_path};
 use crate::workspace::Workspace;
 
@@ -86,25 +76,22 @@ impl AppError {
     }
 }
 
-/// Runs a task (or a conversation) and returns the process exit code.
-pub async fn run(args: RunArgs) -> i32 {
-    let human = Human::new();
-    match run_inner(args, &human).await {
-        Ok(code) => code,
-        Err(e) => {
-            report_error(&e);
-            2
-        }
+impl From<AppError> for Failure {
+    fn from(e: AppError) -> Failure {
+        Failure::new(e.to_string(), e.hint())
     }
 }
 
-/// Prints an error and its hint on stderr, made visible (an error can
-/// quote the sandbox, the engine or a file).
-pub fn report_error(e: &AppError) {
-    eprintln!("error: {}", visible(&e.to_string()));
-    if let Some(h) = e.hint() {
-        eprintln!("hint: {}", visible(&h));
-    }
+/// Runs a task (`None`: read it, or converse on a terminal) as `builder`
+/// says, until it ends or `cancel` (Ctrl-C) stops it; the exit code, or
+/// the failure to print.
+pub async fn run(
+    builder: ConfigBuilder,
+    task: Option<String>,
+    cancel: CancellationToken,
+) -> Result<u8, Failure> {
+    let human = Human::new();
+    Ok(run_inner(&builder, task.as_deref(), &human, cancel).await?)
 }
 
 /// Where the task comes from.
@@ -128,10 +115,15 @@ fn task_source(task: Option<&str>) -> Result<TaskSource, AppError> {
     }
 }
 
-async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
-    let config = Config::from_args(&args)?;
-    let source = task_source(args.task.as_deref())?;
-    let model = build_model(&config)?;
+async fn run_inner(
+    builder: &ConfigBuilder,
+    task: Option<&str>,
+    human: &Human,
+    cancel: CancellationToken,
+) -> Result<u8, AppError> {
+    let config = builder.build()?;
+    let source = task_source(task)?;
+    let model = runtime::build_model(&config)?;
 
     let (run_id, run_path) = run_dir_path(&config, human)?;
     if let Some(ws) = &config.workspace {
@@ -141,7 +133,7 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
             return Err(AppError::WorkspaceRefused(why));
         }
     }
-    let redactor = run_redactor(&config, human)?;
+    let redactor = runtime::run_redactor(&config, human)?;
     let budget = config.sandbox.disk_bytes.unwrap_or(u64::MAX);
     let run_dir = RunDir::create(&run_path, redactor.clone(), budget)?;
     let workspace = Workspace::prepare(config.workspace.as_deref()).map_err(AppError::Workspace)?;
@@ -159,19 +151,18 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
         human.render(ev);
     };
 
-    let cancel = CancellationToken::new();
-    spawn_signal_watch(cancel.clone());
-
     let started = Instant::now();
     let mut public = config.public_json();
     // The sandbox starts first, so run_started can record what the engine
     // actually enforces on it and every loosening it had to make; a start
     // failure still gets run_started.
-    let built = build_executor(&config, &workspace, &run_id, &redactor).await;
-    if config.executor == ExecutorKind::Docker {
+    let backend = runtime::backend(&config);
+    let spec = runtime::sandbox_spec(&config, &workspace, &run_id, &redactor);
+    let built = backend.start(spec.clone()).await;
+    if backend.capabilities().isolated {
         let loosenings = match &built {
             Ok(x) => x.loosenings(),
-            Err(_) => docker_config(&config, &workspace, &run_id, &redactor).loosenings(),
+            Err(_) => backend.loosenings(&spec),
         };
         for l in &loosenings {
             human.say(&format!("warning: sandbox loosened: {l}"));
@@ -185,7 +176,7 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
         run_id: run_id.clone(),
         config: public,
     });
-    if config.executor == ExecutorKind::Local {
+    if config.executor == BackendKind::Local {
         human.say("warning: --executor local runs commands on this host, not in a sandbox");
     }
 
@@ -248,7 +239,7 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
         // error; the trajectory still ends with run_finished.
         Some(err) => {
             record(&finished);
-            report_error(err);
+            Failure::new(err.to_string(), err.hint()).print();
         }
         None => {
             sink(&finished);
@@ -270,36 +261,7 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
     Ok(end.outcome.exit_code())
 }
 
-/// Runs the agent loop once on `task` in an already started executor,
-/// recording into `run_dir` through `sink`; `runner eval` uses it for each
-/// attempt. Returns how the run ended and the conversation's totals.
-#[allow(clippy::too_many_arguments)]
-pub async fn run_once(
-    config: &Config,
-    model: &dyn Model,
-    executor: Arc<dyn Executor>,
-    run_dir: &RunDir,
-    task: String,
-    sink: &(dyn Fn(&Event) + Send + Sync),
-    cancel: &CancellationToken,
-    human: &Human,
-) -> (RunEnd, Conversation) {
-    let mut convo = Conversation::default();
-    let end = converse(
-        config,
-        model,
-        executor,
-        run_dir,
-        &mut convo,
-        TaskSource::Once(task),
-        sink,
-        cancel,
-        human,
-    )
-    .await;
-    (end, convo)
-}
-
+/// Runs the task, or the conversation, in the started sandbox.
 #[allow(clippy::too_many_arguments)]
 async fn converse(
     config: &Config,
@@ -312,48 +274,10 @@ async fn converse(
     cancel: &CancellationToken,
     human: &Human,
 ) -> RunEnd {
-    let system = config
-        .system_prompt
-        .clone()
-        .unwrap_or_else(|| crate::prompt::default_system_prompt(&executor.workdir()));
-    let mut tools = Registry::new();
-    tools.register(Box::new(BashTool::new(
-        executor,
-        config.policy.clone(),
-        BashSettings {
-            default_timeout: config.timeout,
-            max_timeout: config.max_command_timeout,
-            max_output_bytes: config.output_limit_bytes,
-        },
-    )));
-    let settings = AgentSettings {
-        system,
-        limits: Limits {
-            max_steps: Some(config.max_steps),
-            max_time: config.max_time,
-            max_cost_usd: config.max_cost_usd,
-        },
-        max_tokens: config.max_tokens,
-        context_window_tokens: config.context_window_tokens,
-    };
-    let price = config
-        .price
-        .or_else(|| crate::model::pricing::lookup(&config.model));
-    if price.is_none() && config.provider != Provider::Scripted {
-        human.say(&format!(
-            "warning: no price known for model '{}': cost counts as $0; pass --price to set one",
-            config.model
-        ));
-    }
-    let cost = move |u: &Usage| price.map_or(0.0, |p| p.cost_usd(u));
-    let agent = Agent {
-        model,
-        tools: &tools,
-        settings: &settings,
-        cost: &cost,
-        outputs: Some(run_dir.outputs().clone()),
-    };
-    let looped = async {
+    let warn = |w: &str| human.say(w);
+    let session = Session::new(config, executor, Some(run_dir.outputs().clone()), &warn);
+    let agent = session.agent(model);
+    Session::guarded(async {
         match source {
             TaskSource::Once(task) => {
                 sink(&Event::UserMessage { text: task.clone() });
@@ -362,21 +286,14 @@ async fn converse(
             }
             TaskSource::Repl => repl(&agent, convo, sink, cancel, human).await,
         }
-    };
-    // A bug that panics in the loop, a tool or a model client ends this run
-    // as an error; the caller still shuts the sandbox down and records
-    // run_finished. Nothing the loop shares is left half-updated in a way
-    // that matters: the conversation is only read for its totals.
-    AssertUnwindSafe(looped)
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|panic| RunEnd::from_panic(panic.as_ref()))
+    })
+    .await
 }
 
 /// A multi-turn conversation on a terminal; `exit`, `q`, an empty line or
 /// EOF ends it.
 async fn repl(
-    agent: &Agent<'_>,
+    agent: &crate::agent::Agent<'_>,
     convo: &mut Conversation,
     sink: &(dyn Fn(&Event) + Send + Sync),
     cancel: &CancellationToken,
@@ -424,27 +341,6 @@ fn interrupted() -> RunEnd {
     }
 }
 
-/// Ctrl-C and SIGTERM cancel the run; the loop stops the running command
-/// and the model call, and the trajectory is still written.
-pub fn spawn_signal_watch(cancel: CancellationToken) {
-    tokio::spawn(async move {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    cancel.cancel();
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        cancel.cancel();
-    });
-}
-
 /// The run's id and directory: `--run-dir`, else `runs/<id>` here. The
 /// run directory must never be inside the workspace (the sandbox could
 /// plant links or change the record there): an explicit one there is
@@ -490,122 +386,4 @@ fn run_dir_path(config: &Config, human: &Human) -> Result<(String, PathBuf), App
         path.display()
     ));
     Ok((run_id, path))
-}
-
-/// Builds the configured model client.
-pub fn build_model(config: &Config) -> Result<Box<dyn Model>, ModelError> {
-    match config.provider {
-        Provider::Scripted => {
-            let path = config
-                .script
-                .as_deref()
-                .ok_or_else(|| ModelError::Script("no --script given".into()))?;
-            Ok(Box::new(ScriptedModel::from_file(path)?))
-        }
-        Provider::Anthropic => Ok(Box::new(AnthropicModel::new(api_config(config))?)),
-        Provider::Openai => Ok(Box::new(OpenAiModel::new(api_config(config))?)),
-    }
-}
-
-fn api_config(config: &Config) -> ApiConfig {
-    ApiConfig::new(
-        config.model.clone(),
-        config.api_key.clone(),
-        &config.base_url,
-    )
-}
-
-/// The one redactor of a run (`runner eval` builds its suite's with this
-/// too): the runner's API key and credential-looking environment, and the
-/// credential-looking `--env` pairs (see `redact::collect`). Names each
-/// `--env` credential too short to redact, and hands the redactor to the
-/// human output.
-pub fn run_redactor(config: &Config, human: &Human) -> Result<Redactor, RedactError> {
-    // vars_os: std::env::vars panics on a variable that is not UTF-8.
-    let host_env = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-    let secrets = redact::collect(host_env, config.api_key.as_deref(), &config.command_env)?;
-    for short in &secrets.too_short {
-        human.say(&format!(
-            "warning: --env {}: its value is {} character{}, too short to redact reliably; \
-             it will appear unredacted in trajectories, outputs and on the terminal",
-            short.name,
-            short.chars,
-            if short.chars == 1 { "" } else { "s" }
-        ));
-    }
-    if !secrets.too_short.is_empty() {
-        human.say(&format!(
-            "hint: credentials of {} or more characters are redacted; use a longer value, \
-             or a name that does not look like a credential if it is not one",
-            redact::MIN_SECRET_CHARS
-        ));
-    }
-    human.set_redactor(secrets.redactor.clone());
-    Ok(secrets.redactor)
-}
-
-/// Starts the configured backend's sandbox for this run.
-pub async fn build_executor(
-    config: &Config,
-    workspace: &Workspace,
-    run_id: &str,
-    redactor: &Redactor,
-) -> Result<Arc<dyn Executor>, ExecError> {
-    let kind = match config.executor {
-        ExecutorKind::Local => BackendKind::Local,
-        ExecutorKind::Docker => BackendKind::Docker,
-    };
-    backend_for(kind)
-        .start(sandbox_spec(config, workspace, run_id, redactor))
-        .await
-}
-
-/// The backend-neutral sandbox of this run, from the validated config.
-pub fn sandbox_spec(
-    config: &Config,
-    workspace: &Workspace,
-    run_id: &str,
-    redactor: &Redactor,
-) -> SandboxSpec {
-    let s = &config.sandbox;
-    let defaults = SandboxSpec::new(&s.image, run_id);
-    SandboxSpec {
-        network: match s.network {
-            Network::None => SandboxNetwork::None,
-            Network::Bridge => SandboxNetwork::Bridge,
-        },
-        cpus: s.cpus,
-        memory_bytes: s.memory_bytes,
-        pids_limit: s.pids_limit,
-        user: s.user.clone(),
-        writable_rootfs: s.writable_rootfs,
-        workspace: Some(WorkspaceSpec {
-            host: workspace.path().to_path_buf(),
-            mode: match s.workspace_mode {
-                WorkspaceMode::Auto => SandboxWorkspaceMode::Auto,
-                WorkspaceMode::Bind => SandboxWorkspaceMode::Bind,
-                WorkspaceMode::Copy => SandboxWorkspaceMode::Copy,
-            },
-            exact: false,
-        }),
-        disk_bytes: s.disk_bytes,
-        env: config.container_env(),
-        redactor: redactor.clone(),
-        max_run_time: config.max_time.unwrap_or(defaults.max_run_time),
-        runtime: s.runtime.clone(),
-        keep_background: config.keep_background,
-        ..defaults
-    }
-}
-
-/// What the docker backend would make of this run's sandbox (for the
-/// loosenings of a sandbox that did not start).
-pub fn docker_config(
-    config: &Config,
-    workspace: &Workspace,
-    run_id: &str,
-    redactor: &Redactor,
-) -> crate::exec::docker::DockerConfig {
-    crate::exec::docker::docker_config(&sandbox_spec(config, workspace, run_id, redactor))
 }

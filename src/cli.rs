@@ -3,7 +3,20 @@
 
 use std::path::PathBuf;
 
+use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::config::{
+    AgentOptions, ConfigBuilder, DEFAULT_CONTEXT_WINDOW_TOKENS, DEFAULT_DISK,
+    DEFAULT_MAX_COMMAND_TIMEOUT_SECS, DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, DEFAULT_MEMORY,
+    DEFAULT_OUTPUT_LIMIT_BYTES, DEFAULT_TIMEOUT_SECS, SandboxOptions,
+};
+use crate::eval::settings::{AgentKind, EvalSettings};
+use crate::exec::backend::{
+    BackendKind, DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_PIDS_LIMIT, DEFAULT_USER, Network,
+    WorkspaceMode,
+};
+use crate::model::provider::Provider;
 
 /// Runs an LLM agent on a task, with every command in a sandbox.
 #[derive(Debug, Parser)]
@@ -29,27 +42,6 @@ pub enum Command {
     Gc(GcArgs),
     /// Run a suite of Harbor-format tasks, each in its own sandbox, grade each in a fresh one, and report.
     Eval(Box<EvalArgs>),
-}
-
-/// What plays the agent in `runner eval`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AgentKind {
-    /// The runner loop with the configured model.
-    Model,
-    /// The task's reference solution, solution/solve.sh.
-    Oracle,
-    /// Nothing: checks that the untouched start fails.
-    Nop,
-}
-
-impl AgentKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgentKind::Model => "model",
-            AgentKind::Oracle => "oracle",
-            AgentKind::Nop => "nop",
-        }
-    }
 }
 
 /// Flags of `runner eval`.
@@ -102,11 +94,11 @@ pub struct EvalArgs {
     pub verifier_timeout: Option<f64>,
 
     /// Most processes in each sandbox.
-    #[arg(long, default_value_t = crate::config::DEFAULT_PIDS_LIMIT)]
+    #[arg(long, default_value_t = DEFAULT_PIDS_LIMIT)]
     pub pids_limit: i64,
 
     /// User of the agent's commands (uid[:gid]); the verifier always runs as root.
-    #[arg(long, default_value = crate::config::DEFAULT_USER)]
+    #[arg(long, default_value = DEFAULT_USER)]
     pub user: String,
 
     /// Make the agent's root filesystem writable (grading never sees it).
@@ -114,12 +106,16 @@ pub struct EvalArgs {
     pub writable_rootfs: bool,
 
     /// Most each attempt may put on the host's disk (512m, 10g, or `unlimited`).
-    #[arg(long, default_value = crate::config::DEFAULT_DISK)]
+    #[arg(long, default_value = DEFAULT_DISK)]
     pub disk: String,
 
     /// Container runtime of the agent's and the verifier's sandboxes (runsc for gVisor, crun...; default: the engine's).
     #[arg(long, env = "RUNNER_RUNTIME", value_name = "NAME")]
     pub runtime: Option<String>,
+
+    /// Where the attempts run. `local` runs every task's code, the verifier's included, on this host as you: NOT a sandbox, only for testing runner itself.
+    #[arg(long, value_enum, default_value_t = BackendKind::Docker)]
+    pub executor: BackendKind,
 
     /// Where each attempt's run directory goes: DIR/<task>/<attempt>/ (default: runs/eval-<time>).
     #[arg(long)]
@@ -150,42 +146,6 @@ pub struct EvalArgs {
 #[derive(Debug, Args)]
 pub struct GcArgs {}
 
-/// Which model API to talk to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Provider {
-    /// The Anthropic Messages API.
-    Anthropic,
-    /// OpenAI-compatible Chat Completions (OpenAI, vLLM, llama.cpp, Ollama).
-    Openai,
-    /// Replay turns from --script, no network.
-    Scripted,
-}
-
-/// Where commands run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ExecutorKind {
-    /// A hardened container per run (the default).
-    Docker,
-    /// A child process on this host: NOT a sandbox.
-    Local,
-}
-
-/// The container's network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Network {
-    None,
-    Bridge,
-}
-
-/// How the workspace reaches the container.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum WorkspaceMode {
-    /// Bind mount for a local engine, copy for a remote one.
-    Auto,
-    Bind,
-    Copy,
-}
-
 /// Flags of a run.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
@@ -196,11 +156,11 @@ pub struct RunArgs {
     pub agent: AgentArgs,
 
     /// Where commands run.
-    #[arg(long, env = "RUNNER_EXECUTOR", value_enum, default_value_t = ExecutorKind::Docker)]
-    pub executor: ExecutorKind,
+    #[arg(long, env = "RUNNER_EXECUTOR", value_enum, default_value_t = BackendKind::Docker)]
+    pub executor: BackendKind,
 
     /// Sandbox image (docker executor).
-    #[arg(long, env = "RUNNER_IMAGE", default_value = crate::config::DEFAULT_IMAGE)]
+    #[arg(long, env = "RUNNER_IMAGE", default_value = DEFAULT_IMAGE)]
     pub image: String,
 
     /// Stop after this many seconds for the whole run.
@@ -236,19 +196,19 @@ pub struct RunArgs {
     pub network: Network,
 
     /// CPUs for the container.
-    #[arg(long, default_value_t = crate::config::DEFAULT_CPUS)]
+    #[arg(long, default_value_t = DEFAULT_CPUS)]
     pub cpus: f64,
 
     /// Memory limit of the container, e.g. 512m, 2g.
-    #[arg(long, default_value = crate::config::DEFAULT_MEMORY)]
+    #[arg(long, default_value = DEFAULT_MEMORY)]
     pub memory: String,
 
     /// Most processes in the container.
-    #[arg(long, default_value_t = crate::config::DEFAULT_PIDS_LIMIT)]
+    #[arg(long, default_value_t = DEFAULT_PIDS_LIMIT)]
     pub pids_limit: i64,
 
     /// User inside the container (uid[:gid]).
-    #[arg(long, default_value = crate::config::DEFAULT_USER)]
+    #[arg(long, default_value = DEFAULT_USER)]
     pub user: String,
 
     /// Make the container's root filesystem writable (for tasks that install packages).
@@ -256,7 +216,7 @@ pub struct RunArgs {
     pub writable_rootfs: bool,
 
     /// Most the run may put on the host's disk (512m, 10g, or `unlimited`): the workspace lives in a filesystem of this size and the command outputs share a budget of it.
-    #[arg(long, env = "RUNNER_DISK", default_value = crate::config::DEFAULT_DISK)]
+    #[arg(long, env = "RUNNER_DISK", default_value = DEFAULT_DISK)]
     pub disk: String,
 
     /// Container runtime the engine has registered (runsc for gVisor, crun...; default: the engine's).
@@ -284,15 +244,15 @@ pub struct AgentArgs {
     pub script: Option<PathBuf>,
 
     /// Per-command timeout in seconds (the model may ask for another, up to --max-command-timeout).
-    #[arg(long, env = "RUNNER_TIMEOUT", default_value_t = crate::config::DEFAULT_TIMEOUT_SECS)]
+    #[arg(long, env = "RUNNER_TIMEOUT", default_value_t = DEFAULT_TIMEOUT_SECS)]
     pub timeout: u64,
 
     /// The longest per-command timeout the model may ask for, in seconds.
-    #[arg(long, env = "RUNNER_MAX_COMMAND_TIMEOUT", default_value_t = crate::config::DEFAULT_MAX_COMMAND_TIMEOUT_SECS)]
+    #[arg(long, env = "RUNNER_MAX_COMMAND_TIMEOUT", default_value_t = DEFAULT_MAX_COMMAND_TIMEOUT_SECS)]
     pub max_command_timeout: u64,
 
     /// Stop after this many model calls.
-    #[arg(long, env = "RUNNER_MAX_STEPS", default_value_t = crate::config::DEFAULT_MAX_STEPS)]
+    #[arg(long, env = "RUNNER_MAX_STEPS", default_value_t = DEFAULT_MAX_STEPS)]
     pub max_steps: u32,
 
     /// Stop when the spend reaches this many US dollars.
@@ -304,15 +264,15 @@ pub struct AgentArgs {
     pub price: Option<String>,
 
     /// Most tokens per model reply.
-    #[arg(long, env = "RUNNER_MAX_TOKENS", default_value_t = crate::config::DEFAULT_MAX_TOKENS)]
+    #[arg(long, env = "RUNNER_MAX_TOKENS", default_value_t = DEFAULT_MAX_TOKENS)]
     pub max_tokens: u32,
 
     /// The model's context window in tokens; old tool outputs are elided near it.
-    #[arg(long, env = "RUNNER_CONTEXT_WINDOW", default_value_t = crate::config::DEFAULT_CONTEXT_WINDOW_TOKENS)]
+    #[arg(long, env = "RUNNER_CONTEXT_WINDOW", default_value_t = DEFAULT_CONTEXT_WINDOW_TOKENS)]
     pub context_window: u64,
 
     /// Bytes of each command's output shown to the model (head + tail).
-    #[arg(long, env = "RUNNER_OUTPUT_LIMIT", default_value_t = crate::config::DEFAULT_OUTPUT_LIMIT_BYTES)]
+    #[arg(long, env = "RUNNER_OUTPUT_LIMIT", default_value_t = DEFAULT_OUTPUT_LIMIT_BYTES)]
     pub output_limit: usize,
 
     /// System prompt text (replaces the default).
@@ -334,4 +294,148 @@ pub struct AgentArgs {
     /// Drop the default deny list (rm -rf /, sudo, shutdown, ...).
     #[arg(long)]
     pub no_default_deny: bool,
+}
+
+/// clap's names for the domain's choices: the types stay free of clap.
+macro_rules! value_enum {
+    ($ty:ty, $all:expr, $($v:pat => ($name:literal, $help:expr)),+ $(,)?) => {
+        impl ValueEnum for $ty {
+            fn value_variants<'a>() -> &'a [Self] {
+                &$all
+            }
+            fn to_possible_value(&self) -> Option<PossibleValue> {
+                Some(match *self {
+                    $($v => PossibleValue::new($name).help($help),)+
+                })
+            }
+        }
+    };
+}
+
+value_enum!(Provider, Provider::ALL,
+    Provider::Anthropic => ("anthropic", Provider::Anthropic.info().about),
+    Provider::Openai => ("openai", Provider::Openai.info().about),
+    Provider::Scripted => ("scripted", Provider::Scripted.info().about),
+);
+value_enum!(BackendKind, BackendKind::ALL,
+    BackendKind::Docker => ("docker", "A hardened container per run (the default)"),
+    BackendKind::Local => ("local", "A child process on this host: NOT a sandbox"),
+);
+value_enum!(Network, [Network::None, Network::Bridge],
+    Network::None => ("none", "No network (only loopback)"),
+    Network::Bridge => ("bridge", "The engine's default bridge network"),
+);
+value_enum!(WorkspaceMode, [WorkspaceMode::Auto, WorkspaceMode::Bind, WorkspaceMode::Copy],
+    WorkspaceMode::Auto => ("auto", "Bind mount for a local engine, copy for a remote one"),
+    WorkspaceMode::Bind => ("bind", "Bind mount"),
+    WorkspaceMode::Copy => ("copy", "Copied in at the start and back at the end"),
+);
+value_enum!(AgentKind, AgentKind::ALL,
+    AgentKind::Model => ("model", "The runner loop with the configured model"),
+    AgentKind::Oracle => ("oracle", "The task's reference solution, solution/solve.sh"),
+    AgentKind::Nop => ("nop", "Nothing: checks that the untouched start fails"),
+);
+
+impl AgentArgs {
+    /// The model and loop options these flags give.
+    pub fn options(&self) -> AgentOptions {
+        AgentOptions {
+            provider: self.provider,
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            script: self.script.clone(),
+            timeout_secs: self.timeout,
+            max_command_timeout_secs: self.max_command_timeout,
+            max_steps: self.max_steps,
+            max_cost_usd: self.max_cost,
+            price: self.price.clone(),
+            max_tokens: self.max_tokens,
+            context_window_tokens: self.context_window,
+            output_limit_bytes: self.output_limit,
+            system: self.system.clone(),
+            system_file: self.system_file.clone(),
+            env: self.env.clone(),
+            deny: self.deny.clone(),
+            default_deny: !self.no_default_deny,
+        }
+    }
+}
+
+impl RunArgs {
+    /// The configuration these flags describe, not yet validated.
+    pub fn builder(&self) -> ConfigBuilder {
+        ConfigBuilder {
+            agent: self.agent.options(),
+            sandbox: SandboxOptions {
+                backend: self.executor,
+                image: self.image.clone(),
+                network: self.network,
+                cpus: self.cpus,
+                memory: self.memory.clone(),
+                pids_limit: self.pids_limit,
+                user: self.user.clone(),
+                writable_rootfs: self.writable_rootfs,
+                workspace_mode: self.workspace_mode,
+                disk: self.disk.clone(),
+                runtime: self.runtime.clone(),
+            },
+            max_time_secs: self.max_time,
+            run_dir: self.run_dir.clone(),
+            json: self.json,
+            workspace: self.workspace.clone(),
+            keep_workspace: self.keep_workspace,
+            keep_background: self.keep_background,
+        }
+    }
+}
+
+impl EvalArgs {
+    /// The suite's settings these flags describe, not yet validated.
+    pub fn settings(&self) -> EvalSettings {
+        EvalSettings {
+            paths: self.paths.clone(),
+            agent_kind: self.agent_kind,
+            agent: self.agent.options(),
+            backend: self.executor,
+            jobs: self.jobs,
+            attempts: self.attempts,
+            filter: self.filter.clone(),
+            allow_internet: self.allow_internet,
+            cpus: self.cpus,
+            memory: self.memory.clone(),
+            agent_timeout_secs: self.agent_timeout,
+            verifier_timeout_secs: self.verifier_timeout,
+            pids_limit: self.pids_limit,
+            user: self.user.clone(),
+            writable_rootfs: self.writable_rootfs,
+            disk: self.disk.clone(),
+            runtime: self.runtime.clone(),
+            output_dir: self.output_dir.clone(),
+            json: self.json.clone(),
+            junit: self.junit.clone(),
+            summary: self.summary.clone(),
+            min_pass_rate: self.min_pass_rate,
+            fail_on_error: self.fail_on_error,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_defaults_are_the_config_defaults() {
+        let cli = Cli::parse_from(["runner", "task"]);
+        let from_flags = cli.run.builder();
+        let default = ConfigBuilder::default();
+        assert_eq!(
+            format!("{:?}", from_flags.sandbox),
+            format!("{:?}", default.sandbox)
+        );
+        assert_eq!(
+            format!("{:?}", from_flags.agent),
+            format!("{:?}", default.agent)
+        );
+    }
 }

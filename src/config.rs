@@ -6,13 +6,15 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::cli::{ExecutorKind, Network, Provider, RunArgs, WorkspaceMode};
-use crate::model::anthropic::DEFAULT_ANTHROPIC_BASE_URL;
-use crate::model::openai::DEFAULT_OPENAI_BASE_URL;
+pub use crate::exec::ENV_ALLOWLIST;
+use crate::exec::backend::{
+    BackendKind, DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_PIDS_LIMIT, DEFAULT_USER, Network,
+    WorkspaceMode,
+};
 use crate::model::pricing::{Price, PriceParseError};
+use crate::model::provider::Provider;
 use crate::tools::policy::{Policy, PolicyError};
 
-pub const DEFAULT_IMAGE: &str = "runner-sandbox:bookworm";
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
 /// Longest `--max-time` accepted: a week.
 pub const MAX_RUN_TIME_SECS: u64 = 7 * 24 * 3600;
@@ -21,16 +23,11 @@ pub const DEFAULT_MAX_STEPS: u32 = 100;
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 pub const DEFAULT_CONTEXT_WINDOW_TOKENS: u64 = 200_000;
 pub const DEFAULT_OUTPUT_LIMIT_BYTES: usize = 10_000;
-pub const DEFAULT_CPUS: f64 = 1.0;
+/// Default `--memory`, as typed ([`crate::exec::backend::DEFAULT_MEMORY_BYTES`]).
 pub const DEFAULT_MEMORY: &str = "1g";
-/// Default `--disk`: what a run may put on the host's disk.
+/// Default `--disk`: what a run may put on the host's disk
+/// ([`crate::exec::backend::DEFAULT_DISK_BYTES`]).
 pub const DEFAULT_DISK: &str = "10g";
-pub const DEFAULT_PIDS_LIMIT: i64 = 256;
-pub const DEFAULT_USER: &str = "1000:1000";
-pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
-pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o";
-/// Environment variables of the runner that commands may see.
-pub const ENV_ALLOWLIST: &[&str] = &["PATH", "HOME", "LANG", "TERM"];
 /// Allowlisted variables that name paths on this host: the docker executor
 /// leaves them out (the image's PATH and the sandbox's HOME apply) unless
 /// they were given with `--env`.
@@ -88,7 +85,108 @@ impl ConfigError {
     }
 }
 
-/// Container settings the docker executor needs.
+/// The model and the loop, as the user gave them: shared by a run and
+/// every attempt of `runner eval`. `Default` is runner's one set of
+/// defaults (the command line shows the same constants).
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    pub provider: Provider,
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    pub script: Option<PathBuf>,
+    pub timeout_secs: u64,
+    pub max_command_timeout_secs: u64,
+    pub max_steps: u32,
+    pub max_cost_usd: Option<f64>,
+    /// Price override text: "INPUT,OUTPUT[,CACHE_WRITE,CACHE_READ]".
+    pub price: Option<String>,
+    pub max_tokens: u32,
+    pub context_window_tokens: u64,
+    pub output_limit_bytes: usize,
+    pub system: Option<String>,
+    pub system_file: Option<PathBuf>,
+    /// `K=V` pairs for commands.
+    pub env: Vec<String>,
+    /// Extra deny patterns.
+    pub deny: Vec<String>,
+    pub default_deny: bool,
+}
+
+impl Default for AgentOptions {
+    fn default() -> Self {
+        AgentOptions {
+            provider: Provider::default(),
+            model: None,
+            base_url: None,
+            script: None,
+            timeout_secs: DEFAULT_TIMEOUT_SECS,
+            max_command_timeout_secs: DEFAULT_MAX_COMMAND_TIMEOUT_SECS,
+            max_steps: DEFAULT_MAX_STEPS,
+            max_cost_usd: None,
+            price: None,
+            max_tokens: DEFAULT_MAX_TOKENS,
+            context_window_tokens: DEFAULT_CONTEXT_WINDOW_TOKENS,
+            output_limit_bytes: DEFAULT_OUTPUT_LIMIT_BYTES,
+            system: None,
+            system_file: None,
+            env: Vec::new(),
+            deny: Vec::new(),
+            default_deny: true,
+        }
+    }
+}
+
+/// The sandbox, as the user gave it (sizes as typed).
+#[derive(Debug, Clone)]
+pub struct SandboxOptions {
+    pub backend: BackendKind,
+    pub image: String,
+    pub network: Network,
+    pub cpus: f64,
+    /// A size such as `512m`, `2g` or a byte count.
+    pub memory: String,
+    pub pids_limit: i64,
+    pub user: String,
+    pub writable_rootfs: bool,
+    pub workspace_mode: WorkspaceMode,
+    /// A size, or `unlimited`.
+    pub disk: String,
+    pub runtime: Option<String>,
+}
+
+impl Default for SandboxOptions {
+    fn default() -> Self {
+        SandboxOptions {
+            backend: BackendKind::Docker,
+            image: DEFAULT_IMAGE.to_string(),
+            network: Network::None,
+            cpus: DEFAULT_CPUS,
+            memory: DEFAULT_MEMORY.to_string(),
+            pids_limit: DEFAULT_PIDS_LIMIT,
+            user: DEFAULT_USER.to_string(),
+            writable_rootfs: false,
+            workspace_mode: WorkspaceMode::Auto,
+            disk: DEFAULT_DISK.to_string(),
+            runtime: None,
+        }
+    }
+}
+
+/// Everything a run is configured from, before validation. The command
+/// line fills one in (`cli`), `runner eval` one per attempt from the task.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigBuilder {
+    pub agent: AgentOptions,
+    pub sandbox: SandboxOptions,
+    pub max_time_secs: Option<u64>,
+    pub run_dir: Option<PathBuf>,
+    pub json: bool,
+    pub workspace: Option<PathBuf>,
+    pub keep_workspace: bool,
+    pub keep_background: bool,
+}
+
+/// Sandbox settings, validated.
 #[derive(Debug, Clone)]
 pub struct SandboxSettings {
     pub image: String,
@@ -115,7 +213,7 @@ pub struct Config {
     /// The API key, never written anywhere.
     pub api_key: Option<String>,
     pub script: Option<PathBuf>,
-    pub executor: ExecutorKind,
+    pub executor: BackendKind,
     pub sandbox: SandboxSettings,
     pub timeout: Duration,
     pub max_command_timeout: Duration,
@@ -143,46 +241,34 @@ pub struct Config {
     pub keep_background: bool,
 }
 
-impl Config {
-    /// Validates the flags (already merged with the environment by clap).
-    pub fn from_args(a: &RunArgs) -> Result<Self, ConfigError> {
-        let (key_var, url_var, default_url, default_model) = match a.agent.provider {
-            Provider::Anthropic => (
-                "ANTHROPIC_API_KEY",
-                "ANTHROPIC_BASE_URL",
-                DEFAULT_ANTHROPIC_BASE_URL,
-                DEFAULT_ANTHROPIC_MODEL,
-            ),
-            Provider::Openai => (
-                "OPENAI_API_KEY",
-                "OPENAI_BASE_URL",
-                DEFAULT_OPENAI_BASE_URL,
-                DEFAULT_OPENAI_MODEL,
-            ),
-            Provider::Scripted => ("", "", "", "scripted"),
-        };
+impl ConfigBuilder {
+    /// Validates everything (values already merged with the environment
+    /// by the caller) and reads what the configuration names: the system
+    /// prompt file, the provider's key and base URL variables.
+    pub fn build(&self) -> Result<Config, ConfigError> {
+        let a = &self.agent;
+        let info = a.provider.info();
         let env_nonempty = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let base_url = a
-            .agent
             .base_url
             .clone()
-            .or_else(|| env_nonempty(url_var))
-            .unwrap_or_else(|| default_url.to_string());
-        if a.agent.provider == Provider::Scripted && a.agent.script.is_none() {
+            .or_else(|| info.url_var.and_then(env_nonempty))
+            .unwrap_or_else(|| info.default_base_url.to_string());
+        if a.provider == Provider::Scripted && a.script.is_none() {
             return Err(ConfigError::MissingScript);
         }
-        positive("timeout", a.agent.timeout as f64)?;
-        positive("max-command-timeout", a.agent.max_command_timeout as f64)?;
-        if a.agent.max_command_timeout < a.agent.timeout {
+        positive("timeout", a.timeout_secs as f64)?;
+        positive("max-command-timeout", a.max_command_timeout_secs as f64)?;
+        if a.max_command_timeout_secs < a.timeout_secs {
             return Err(ConfigError::MaxBelowTimeout {
-                timeout: a.agent.timeout,
-                max: a.agent.max_command_timeout,
+                timeout: a.timeout_secs,
+                max: a.max_command_timeout_secs,
             });
         }
-        positive("max-steps", a.agent.max_steps as f64)?;
-        positive("max-tokens", a.agent.max_tokens as f64)?;
-        positive("context-window", a.agent.context_window as f64)?;
-        if let Some(t) = a.max_time {
+        positive("max-steps", a.max_steps as f64)?;
+        positive("max-tokens", a.max_tokens as f64)?;
+        positive("context-window", a.context_window_tokens as f64)?;
+        if let Some(t) = self.max_time_secs {
             positive("max-time", t as f64)?;
             if t > MAX_RUN_TIME_SECS {
                 return Err(ConfigError::OutOfRange {
@@ -192,20 +278,21 @@ impl Config {
                 });
             }
         }
-        positive("cpus", a.cpus)?;
-        positive("pids-limit", a.pids_limit as f64)?;
-        if a.agent.output_limit < 100 {
+        let sb = &self.sandbox;
+        positive("cpus", sb.cpus)?;
+        positive("pids-limit", sb.pids_limit as f64)?;
+        if a.output_limit_bytes < 100 {
             return Err(ConfigError::OutOfRange {
                 flag: "output-limit",
                 what: "at least 100 bytes",
-                value: a.agent.output_limit.to_string(),
+                value: a.output_limit_bytes.to_string(),
             });
         }
-        if let Some(c) = a.agent.max_cost {
+        if let Some(c) = a.max_cost_usd {
             positive("max-cost", c)?;
         }
         let system_prompt =
-            match (&a.agent.system, &a.agent.system_file) {
+            match (&a.system, &a.system_file) {
                 (Some(s), _) => Some(s.clone()),
                 (None, Some(path)) => Some(std::fs::read_to_string(path).map_err(|source| {
                     ConfigError::SystemFile {
@@ -216,69 +303,60 @@ impl Config {
                 (None, None) => None,
             };
         Ok(Config {
-            provider: a.agent.provider,
+            provider: a.provider,
             model: a
-                .agent
                 .model
                 .clone()
-                .unwrap_or_else(|| default_model.to_string()),
+                .unwrap_or_else(|| info.default_model.to_string()),
             base_url,
-            api_key: if key_var.is_empty() {
-                None
-            } else {
-                env_nonempty(key_var)
-            },
-            script: a.agent.script.clone(),
-            executor: a.executor,
+            api_key: info.key_var.and_then(env_nonempty),
+            script: a.script.clone(),
+            executor: sb.backend,
             sandbox: SandboxSettings {
-                image: a.image.clone(),
-                network: a.network,
-                cpus: a.cpus,
-                memory_bytes: parse_memory(&a.memory)?,
-                pids_limit: a.pids_limit,
-                user: a.user.clone(),
-                writable_rootfs: a.writable_rootfs,
-                workspace_mode: a.workspace_mode,
-                disk_bytes: parse_disk(&a.disk)?,
-                runtime: a.runtime.clone().filter(|r| !r.is_empty()),
+                image: sb.image.clone(),
+                network: sb.network,
+                cpus: sb.cpus,
+                memory_bytes: parse_memory(&sb.memory)?,
+                pids_limit: sb.pids_limit,
+                user: sb.user.clone(),
+                writable_rootfs: sb.writable_rootfs,
+                workspace_mode: sb.workspace_mode,
+                disk_bytes: parse_disk(&sb.disk)?,
+                runtime: sb.runtime.clone().filter(|r| !r.is_empty()),
             },
-            timeout: Duration::from_secs(a.agent.timeout),
-            max_command_timeout: Duration::from_secs(a.agent.max_command_timeout),
-            max_steps: a.agent.max_steps,
-            max_time: a.max_time.map(Duration::from_secs),
-            max_cost_usd: a.agent.max_cost,
-            price: a
-                .agent
-                .price
-                .as_deref()
-                .map(str::parse::<Price>)
-                .transpose()?,
-            max_tokens: a.agent.max_tokens,
-            context_window_tokens: a.agent.context_window,
-            output_limit_bytes: a.agent.output_limit,
+            timeout: Duration::from_secs(a.timeout_secs),
+            max_command_timeout: Duration::from_secs(a.max_command_timeout_secs),
+            max_steps: a.max_steps,
+            max_time: self.max_time_secs.map(Duration::from_secs),
+            max_cost_usd: a.max_cost_usd,
+            price: a.price.as_deref().map(str::parse::<Price>).transpose()?,
+            max_tokens: a.max_tokens,
+            context_window_tokens: a.context_window_tokens,
+            output_limit_bytes: a.output_limit_bytes,
             system_prompt,
-            command_env: command_env(&a.agent.env)?,
+            command_env: command_env(&a.env)?,
             env_flag_names: a
-                .agent
                 .env
                 .iter()
                 .filter_map(|p| p.split_once('=').map(|(k, _)| k.to_string()))
                 .collect(),
-            policy: Policy::new(!a.agent.no_default_deny, &a.agent.deny)?,
-            deny: a.agent.deny.clone(),
-            default_deny: !a.agent.no_default_deny,
-            run_dir: a.run_dir.clone(),
-            json: a.json,
-            workspace: a.workspace.clone(),
-            keep_workspace: a.keep_workspace,
-            keep_background: a.keep_background,
+            policy: Policy::new(a.default_deny, &a.deny)?,
+            deny: a.deny.clone(),
+            default_deny: a.default_deny,
+            run_dir: self.run_dir.clone(),
+            json: self.json,
+            workspace: self.workspace.clone(),
+            keep_workspace: self.keep_workspace,
+            keep_background: self.keep_background,
         })
     }
+}
 
+impl Config {
     /// The configuration as recorded in the trajectory: no secrets.
     pub fn public_json(&self) -> Value {
         json!({
-            "provider": format!("{:?}", self.provider).to_lowercase(),
+            "provider": self.provider.as_str(),
             "model": self.model,
             "base_url": self.base_url,
             "api_key_set": self.api_key.is_some(),
@@ -309,9 +387,10 @@ impl Config {
 
     /// The environment commands get from the runner with this executor.
     fn effective_env(&self) -> Vec<(String, String)> {
-        match self.executor {
-            ExecutorKind::Docker => self.container_env(),
-            ExecutorKind::Local => self.command_env.clone(),
+        if self.executor.on_host() {
+            self.command_env.clone()
+        } else {
+            self.container_env()
         }
     }
 
@@ -417,19 +496,10 @@ mod tests {
 
     #[test]
     fn container_env_drops_host_paths_unless_given() {
-        use clap::Parser;
         let args = |env: &[&str]| {
-            let mut a = crate::cli::Cli::parse_from([
-                "runner",
-                "--provider",
-                "scripted",
-                "--script",
-                "s",
-                "x",
-            ])
-            .run;
-            a.agent.env = env.iter().map(|s| s.to_string()).collect();
-            Config::from_args(&a).expect("valid")
+            let mut b = ConfigBuilder::default();
+            b.agent.env = env.iter().map(|s| s.to_string()).collect();
+            b.build().expect("valid")
         };
         let c = args(&["A=1"]);
         let env = c.container_env();
@@ -442,6 +512,18 @@ mod tests {
         assert!(
             c.container_env()
                 .contains(&("HOME".into(), "/work/h".into()))
+        );
+    }
+
+    #[test]
+    fn the_typed_defaults_are_the_sandbox_contract_s() {
+        assert_eq!(
+            parse_memory(DEFAULT_MEMORY).ok(),
+            Some(crate::exec::backend::DEFAULT_MEMORY_BYTES)
+        );
+        assert_eq!(
+            parse_disk(DEFAULT_DISK).ok(),
+            Some(Some(crate::exec::backend::DEFAULT_DISK_BYTES))
         );
     }
 

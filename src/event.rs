@@ -25,7 +25,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The process exit code for this outcome (documented in the README).
-    pub fn exit_code(self) -> i32 {
+    pub fn exit_code(self) -> u8 {
         match self {
             Outcome::Completed => 0,
             Outcome::StepLimit | Outcome::TimeLimit | Outcome::CostLimit | Outcome::Refused => 1,

@@ -3,6 +3,34 @@
 //! what is wrong and the command line says what to type.
 
 use crate::model::Hint;
+use crate::terminal::visible;
+
+/// A failure as the user sees it: one line saying what was wrong and,
+/// when something can be done, a hint. `main` prints it (the one place
+/// that prints `error:` and `hint:`) and exits 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl Failure {
+    pub fn new(message: impl Into<String>, hint: Option<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            hint,
+        }
+    }
+
+    /// Prints it on stderr, made visible (an error can quote the sandbox,
+    /// the engine or a file).
+    pub fn print(&self) {
+        eprintln!("error: {}", visible(&self.message));
+        if let Some(h) = &self.hint {
+            eprintln!("hint: {}", visible(h));
+        }
+    }
+}
 
 /// One `hint:` line (without the prefix) for a model error's hint.
 pub fn model(h: &Hint) -> String {

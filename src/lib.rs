@@ -20,6 +20,7 @@ pub mod model;
 pub mod prompt;
 pub mod redact;
 pub mod render;
+pub mod runtime;
 pub mod terminal;
 pub mod tools;
 pub mod trajectory;

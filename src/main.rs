@@ -1,20 +1,34 @@
 //! The `runner` binary: parse, call `run`, map the result to an exit code.
 
+use std::process::ExitCode;
+
 use clap::Parser;
 
 use runner::cli::{Cli, Command};
+use runner::runtime::Shutdown;
 
 #[tokio::main]
-async fn main() {
+async fn main() -> ExitCode {
+    // First, before any work: from here on Ctrl-C and SIGTERM cancel the
+    // run (which still writes its trajectory) instead of killing runner.
+    let shutdown = Shutdown::install();
     // Precedence: flag > environment > .env (dotenvy never overrides).
     let _ = dotenvy::dotenv();
     runner::terminal::init_tracing();
     runner::terminal::install_panic_hook();
     let cli = Cli::parse();
-    let code = match cli.command {
-        None => runner::app::run(cli.run).await,
-        Some(Command::Gc(_)) => runner::gc::run().await,
-        Some(Command::Eval(args)) => runner::eval::run(*args).await,
+    let result = match cli.command {
+        None => runner::app::run(cli.run.builder(), cli.run.task, shutdown.token()).await,
+        Some(Command::Gc(_)) => runner::gc::run()
+            .await
+            .map(|clean| if clean { 0 } else { 2 }),
+        Some(Command::Eval(args)) => runner::eval::run(args.settings(), shutdown.token()).await,
     };
-    std::process::exit(code);
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            failure.print();
+            ExitCode::from(2)
+        }
+    }
 }

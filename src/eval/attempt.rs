@@ -12,16 +12,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::grade::{GradeError, GradeSpec, grade};
 use super::outcome::{Attempt, Status};
+use super::settings::AgentKind;
 use super::task::Task;
 use crate::agent::{Conversation, RunEnd};
-use crate::app::{build_model, run_once, sandbox_spec};
-use crate::cli::{AgentKind, Network, RunArgs};
-use crate::config::Config;
+use crate::config::{Config, ConfigBuilder};
 use crate::event::{Event, Outcome};
 use crate::exec::Executor;
-use crate::exec::backend::{Backend, Network as SandboxNetwork, SandboxSpec};
+use crate::exec::backend::{Backend, Network, SandboxSpec};
 use crate::redact::Redactor;
 use crate::render::Human;
+use crate::runtime::{build_model, run_task, sandbox_spec};
 use crate::trajectory::RunDir;
 use crate::workspace::Workspace;
 
@@ -58,9 +58,9 @@ const WIND_DOWN: Duration = Duration::from_secs(30);
 /// What every attempt of the suite shares.
 pub struct AttemptCtx {
     pub agent: AgentKind,
-    /// The flags of a normal run, with the suite's overrides; per task the
-    /// image, limits and network are filled in.
-    pub base: RunArgs,
+    /// The configuration of a normal run, with the suite's settings; per
+    /// task the image, limits and network are filled in.
+    pub base: ConfigBuilder,
     /// Command-line overrides of the task's limits.
     pub cpus: Option<f64>,
     pub memory_bytes: Option<i64>,
@@ -262,7 +262,7 @@ pub async fn run(
             image: &image,
             workspace: workspace.path(),
             workdir: &workdir,
-            network: config_network(&config),
+            network: config.sandbox.network,
             backend: ctx.backend.as_ref(),
             runtime: config.sandbox.runtime.clone(),
             run_id: format!("{run_id}-verify"),
@@ -315,13 +315,6 @@ fn network_for(task_allows: bool, flag: bool) -> (Network, String) {
     }
 }
 
-fn config_network(c: &Config) -> SandboxNetwork {
-    match c.sandbox.network {
-        Network::Bridge => SandboxNetwork::Bridge,
-        Network::None => SandboxNetwork::None,
-    }
-}
-
 /// The run configuration of this attempt: the shared flags with the task's
 /// image, limits and network.
 fn attempt_config(
@@ -330,13 +323,13 @@ fn attempt_config(
     image: &str,
     network: Network,
 ) -> Result<Config, String> {
-    let mut a = ctx.base.clone();
-    a.image = image.to_string();
-    a.cpus = task.cpus;
-    a.memory = task.memory_bytes.to_string();
-    a.network = network;
-    a.max_time = Some(task.agent_timeout_secs.ceil() as u64);
-    Config::from_args(&a).map_err(|e| e.to_string())
+    let mut b = ctx.base.clone();
+    b.sandbox.image = image.to_string();
+    b.sandbox.cpus = task.cpus;
+    b.sandbox.memory = task.memory_bytes.to_string();
+    b.sandbox.network = network;
+    b.max_time_secs = Some(task.agent_timeout_secs.ceil() as u64);
+    b.build().map_err(|e| e.to_string())
 }
 
 /// Runs what plays the agent; returns how it ended.
@@ -375,15 +368,16 @@ async fn agent_phase(
             };
             // A run that ends in error failed in the model API or the
             // sandbox: the model's mistakes are tool results, not errors.
-            let (end, convo) = run_once(
+            let warn = |w: &str| ctx.human.say(w);
+            let (end, convo) = run_task(
                 config,
                 model.as_ref(),
                 executor,
-                run_dir,
+                Some(run_dir.outputs().clone()),
                 task.instruction.clone(),
                 sink,
                 cancel,
-                &ctx.human,
+                &warn,
             )
             .await;
             let blame = if end.outcome == Outcome::Error {

@@ -11,6 +11,7 @@ pub mod image;
 pub mod oracle;
 pub mod outcome;
 pub mod report;
+pub mod settings;
 pub mod task;
 
 use std::io::IsTerminal;
@@ -22,14 +23,15 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::{OnceCell, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{EvalArgs, ExecutorKind, Network, RunArgs, WorkspaceMode};
-use crate::config::{Config, ConfigError};
+use crate::config::{ConfigBuilder, ConfigError, SandboxOptions};
 use crate::exec::backend::{BackendKind, backend_for};
+use crate::hints::Failure;
 use crate::redact::Redactor;
 use crate::render::Human;
 use crate::terminal::visible;
 use attempt::AttemptCtx;
 use outcome::{Attempt, Status};
+use settings::{AgentKind, EvalSettings};
 use task::{Task, TaskError};
 
 /// A problem that stops the suite before it starts (exit 2).
@@ -83,38 +85,38 @@ impl EvalError {
     }
 }
 
-/// Runs the suite and returns the exit code.
-pub async fn run(args: EvalArgs) -> i32 {
-    match run_inner(args).await {
-        Ok(code) => code,
-        Err(e) => {
-            // Task files and names are the suite's: made visible.
-            eprintln!("error: {}", visible(&e.to_string()));
-            if let Some(h) = e.hint() {
-                eprintln!("hint: {h}");
-            }
-            2
-        }
+impl From<EvalError> for Failure {
+    fn from(e: EvalError) -> Failure {
+        Failure::new(e.to_string(), e.hint())
     }
 }
 
-async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
+/// Runs the suite until it ends or `cancel` (Ctrl-C) stops it; the exit
+/// code, or the failure to print.
+pub async fn run(args: EvalSettings, cancel: CancellationToken) -> Result<u8, Failure> {
+    Ok(run_inner(args, cancel).await?)
+}
+
+async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, EvalError> {
     let tasks = task::filter(task::discover(&args.paths)?, &args.filter)?;
     if tasks.is_empty() {
         return Err(EvalError::NoMatch(args.filter.clone()));
     }
-    check_flags(&args)?;
-    let base = base_run_args(&args);
-    // Fail fast on flags every attempt would reject.
-    let mut probe = base.clone();
-    probe.image = "probe".into();
-    let probe = Config::from_args(&probe)?;
-    if args.agent_kind == crate::cli::AgentKind::Model {
+    args.check()?;
+    let base = base_config(&args);
+    // Fail fast on settings every attempt would reject.
+    let probe = base.build()?;
+    if args.agent_kind == AgentKind::Model {
         // A missing key or an unreadable script fails the suite, not each attempt.
-        crate::app::build_model(&probe)?;
+        crate::runtime::build_model(&probe)?;
     }
     // The runtime every sandbox of the suite uses must be registered.
-    let backend = backend_for(BackendKind::Docker);
+    let backend = backend_for(args.backend);
+    if args.backend == BackendKind::Local {
+        eprintln!(
+            "warning: --executor local runs every task's code, its verifier included, on this host: NOT a sandbox"
+        );
+    }
     let runtime = backend.check_runtime(args.runtime.as_deref()).await?;
     let memory_bytes = args
         .memory
@@ -134,20 +136,18 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
         path: out_dir.clone(),
         source,
     })?;
-    let cancel = CancellationToken::new();
-    crate::app::spawn_signal_watch(cancel.clone());
 
     // One redactor for the whole suite, built as a run builds its own: the
     // --env pairs are the same for every attempt.
     let human = Human::new();
-    let redactor = crate::app::run_redactor(&probe, &human)?;
+    let redactor = crate::runtime::run_redactor(&probe, &human)?;
     let ctx = Arc::new(AttemptCtx {
         agent: args.agent_kind,
         base,
         cpus: args.cpus,
         memory_bytes,
-        agent_timeout_secs: args.agent_timeout,
-        verifier_timeout_secs: args.verifier_timeout,
+        agent_timeout_secs: args.agent_timeout_secs,
+        verifier_timeout_secs: args.verifier_timeout_secs,
         allow_internet: args.allow_internet,
         disk_bytes: probe.sandbox.disk_bytes,
         suite_id: suite_id.clone(),
@@ -166,6 +166,7 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
     let meta = serde_json::json!({
         "id": suite_id,
         "agent": args.agent_kind.as_str(),
+        "executor": ctx.backend.capabilities().name,
         "paths": args.paths,
         "output_dir": out_dir,
         "jobs": args.jobs,
@@ -192,67 +193,21 @@ async fn run_inner(args: EvalArgs) -> Result<i32, EvalError> {
     })
 }
 
-fn check_flags(args: &EvalArgs) -> Result<(), EvalError> {
-    let bad = |flag, detail: &str| {
-        Err(EvalError::Flag {
-            flag,
-            detail: detail.to_string(),
-        })
-    };
-    if args.jobs == 0 {
-        return bad("jobs", "must be at least 1");
-    }
-    if args.attempts == 0 {
-        return bad("attempts", "must be at least 1");
-    }
-    if !(0.0..=1.0).contains(&args.min_pass_rate) {
-        return bad("min-pass-rate", "must be between 0 and 1");
-    }
-    for (flag, v) in [
-        ("cpus", args.cpus),
-        ("agent-timeout", args.agent_timeout),
-        ("verifier-timeout", args.verifier_timeout),
-    ] {
-        if let Some(v) = v
-            && !(v > 0.0 && v.is_finite())
-        {
-            return bad(flag, "must be greater than 0");
-        }
-    }
-    for (flag, v) in [
-        ("agent-timeout", args.agent_timeout),
-        ("verifier-timeout", args.verifier_timeout),
-    ] {
-        if v.is_some_and(|v| v > task::MAX_TASK_TIMEOUT_SECS) {
-            let most = format!("must be at most {} (a week)", task::MAX_TASK_TIMEOUT_SECS);
-            return bad(flag, &most);
-        }
-    }
-    Ok(())
-}
-
-/// The flags of a normal run that every attempt starts from.
-fn base_run_args(args: &EvalArgs) -> RunArgs {
-    RunArgs {
-        task: None,
+/// The configuration every attempt starts from: the suite's settings;
+/// per task the image, limits, network and time are filled in.
+fn base_config(args: &EvalSettings) -> ConfigBuilder {
+    ConfigBuilder {
         agent: args.agent.clone(),
-        executor: ExecutorKind::Docker,
-        image: String::new(),
-        max_time: None,
-        run_dir: None,
-        json: false,
-        workspace: None,
-        keep_workspace: false,
-        keep_background: false,
-        workspace_mode: WorkspaceMode::Auto,
-        network: Network::None,
-        cpus: crate::config::DEFAULT_CPUS,
-        memory: crate::config::DEFAULT_MEMORY.into(),
-        pids_limit: args.pids_limit,
-        user: args.user.clone(),
-        writable_rootfs: args.writable_rootfs,
-        disk: args.disk.clone(),
-        runtime: args.runtime.clone(),
+        sandbox: SandboxOptions {
+            backend: args.backend,
+            pids_limit: args.pids_limit,
+            user: args.user.clone(),
+            writable_rootfs: args.writable_rootfs,
+            disk: args.disk.clone(),
+            runtime: args.runtime.clone(),
+            ..SandboxOptions::default()
+        },
+        ..ConfigBuilder::default()
     }
 }
 
@@ -293,7 +248,7 @@ fn announce(bar: &ProgressBar, a: &Attempt, done: usize, total: usize, redactor:
 async fn run_all(
     ctx: &Arc<AttemptCtx>,
     tasks: Vec<Task>,
-    args: &EvalArgs,
+    args: &EvalSettings,
     out_dir: &std::path::Path,
     bar: &ProgressBar,
     cancel: &CancellationToken,
@@ -383,7 +338,7 @@ async fn run_all(
 }
 
 fn write_reports(
-    args: &EvalArgs,
+    args: &EvalSettings,
     attempts: &[Attempt],
     tasks: &[report::TaskSummary],
     totals: &report::Totals,

@@ -19,6 +19,21 @@ use async_trait::async_trait;
 use super::{ExecError, Executor};
 use crate::redact::Redactor;
 
+/// Default image: the full one built by `sandbox/build-full.sh`.
+pub const DEFAULT_IMAGE: &str = "runner-sandbox:bookworm";
+/// Default CPU share of a sandbox, in CPUs.
+pub const DEFAULT_CPUS: f64 = 1.0;
+/// Default memory limit (no swap on top).
+pub const DEFAULT_MEMORY_BYTES: i64 = 1 << 30;
+/// Default maximum number of processes and threads in a sandbox.
+pub const DEFAULT_PIDS_LIMIT: i64 = 256;
+/// Default user of commands: the images' non-root `sandbox` user.
+pub const DEFAULT_USER: &str = "1000:1000";
+/// Default of what a sandbox may put on the host's disk (`--disk`).
+pub const DEFAULT_DISK_BYTES: u64 = 10 << 30;
+/// Default longest life of a sandbox.
+pub const DEFAULT_MAX_RUN_SECS: u64 = 4 * 3600;
+
 /// The sandbox's network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Network {
@@ -94,12 +109,12 @@ impl SandboxSpec {
     pub fn new(image: &str, run_id: &str) -> SandboxSpec {
         SandboxSpec {
             image: image.to_string(),
-            cpus: crate::exec::docker::DEFAULT_CPUS,
-            memory_bytes: crate::exec::docker::DEFAULT_MEMORY_BYTES,
-            pids_limit: crate::exec::docker::DEFAULT_PIDS_LIMIT,
-            disk_bytes: Some(crate::exec::docker::DEFAULT_DISK_BYTES),
+            cpus: DEFAULT_CPUS,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+            pids_limit: DEFAULT_PIDS_LIMIT,
+            disk_bytes: Some(DEFAULT_DISK_BYTES),
             network: Network::None,
-            user: crate::exec::docker::DEFAULT_USER.to_string(),
+            user: DEFAULT_USER.to_string(),
             writable_rootfs: false,
             workspace: None,
             workdir: None,
@@ -107,7 +122,7 @@ impl SandboxSpec {
             runtime: None,
             switch_user: false,
             run_id: run_id.to_string(),
-            max_run_time: Duration::from_secs(crate::exec::docker::DEFAULT_MAX_RUN_SECS),
+            max_run_time: Duration::from_secs(DEFAULT_MAX_RUN_SECS),
             redactor: Redactor::default(),
             keep_background: false,
         }
@@ -152,11 +167,37 @@ pub struct Seeded {
     pub skipped: usize,
 }
 
+/// What a garbage sweep did (`runner gc`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cleanup {
+    /// What was removed or given back, one line each
+    /// ("removed container 1a2b...").
+    pub done: Vec<String>,
+    /// One line per object that should have gone but did not.
+    pub errors: Vec<String>,
+    /// A one-line total, when there is anything to sweep at all.
+    pub summary: Option<String>,
+}
+
 /// A kind of sandbox.
 #[async_trait]
 pub trait Backend: Send + Sync {
     /// What it can do.
     fn capabilities(&self) -> Capabilities;
+
+    /// Every way a sandbox started from `spec` would be weaker than the
+    /// default one, one line each. Known before the start, so a run whose
+    /// sandbox did not start still records them.
+    fn loosenings(&self, spec: &SandboxSpec) -> Vec<String> {
+        let _ = spec;
+        Vec::new()
+    }
+
+    /// Removes what runs whose runner is gone (or whose time is up) left
+    /// behind, and gives their work back.
+    async fn collect_garbage(&self) -> Result<Cleanup, ExecError> {
+        Ok(Cleanup::default())
+    }
 
     /// Makes `source` available; returns the reference to start from.
     async fn prepare_image(&self, source: ImageSource<'_>) -> Result<String, ExecError>;
@@ -183,6 +224,17 @@ pub enum BackendKind {
     Docker,
     /// A child process on this host: NOT a sandbox.
     Local,
+}
+
+impl BackendKind {
+    /// Every backend, for sweeps over all of them.
+    pub const ALL: [BackendKind; 2] = [BackendKind::Docker, BackendKind::Local];
+
+    /// Whether commands run as host processes, seeing the host's paths
+    /// (so the host's PATH and HOME mean something to them).
+    pub fn on_host(self) -> bool {
+        self == BackendKind::Local
+    }
 }
 
 /// The backend of `kind`.

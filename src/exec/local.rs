@@ -34,9 +34,7 @@ use super::capture::Capture;
 use super::{ExecError, ExecOutput, ExecRequest, Executor, background_killed_note};
 use crate::redact::Redactor;
 
-/// Variables of the runner's environment a command may see; everything else
-/// (API keys above all) is dropped.
-pub const ENV_ALLOWLIST: [&str; 4] = ["PATH", "HOME", "LANG", "TERM"];
+pub use super::ENV_ALLOWLIST;
 
 /// After the main process exits, how long background children may keep the
 /// output pipe open before the group is killed anyway.

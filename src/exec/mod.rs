@@ -63,12 +63,26 @@ pub enum ExecError {
     Spawn(String),
     #[error("I/O error while running the command: {0}")]
     Io(#[from] std::io::Error),
-    #[error("Docker is not reachable: {detail}")]
-    DockerUnavailable { detail: String },
-    #[error("Docker error during {op}: {detail}")]
-    Docker { op: &'static str, detail: String },
-    #[error("Docker did not answer within {secs}s during {op}")]
-    DockerTimeout { op: &'static str, secs: u64 },
+    /// The backend's engine cannot be reached; `engine` names it
+    /// ("Docker") and `hint` says how to bring it up.
+    #[error("{engine} is not reachable: {detail}")]
+    EngineUnavailable {
+        engine: &'static str,
+        detail: String,
+        hint: String,
+    },
+    #[error("{engine} error during {op}: {detail}")]
+    Engine {
+        engine: &'static str,
+        op: &'static str,
+        detail: String,
+    },
+    #[error("{engine} did not answer within {secs}s during {op}")]
+    EngineTimeout {
+        engine: &'static str,
+        op: &'static str,
+        secs: u64,
+    },
     #[error("image '{image}' is not available: {detail}")]
     ImageUnavailable { image: String, detail: String },
     #[error("the sandbox died: {detail}")]
@@ -83,15 +97,20 @@ pub enum ExecError {
     Workspace(String),
     #[error("this sandbox cannot {0}")]
     Unsupported(&'static str),
-    #[error("the container runtime '{runtime}' is not registered with the Docker engine (registered: {})", registered.join(", "))]
+    #[error("the container runtime '{runtime}' is not registered with the engine (registered: {})", registered.join(", "))]
     RuntimeUnavailable {
         runtime: String,
         registered: Vec<String>,
+        hint: String,
     },
     #[error(
         "the container runtime '{runtime}' cannot give the sandbox a network: the engine starts it with '{args}'"
     )]
-    RuntimeWithoutNetwork { runtime: String, args: String },
+    RuntimeWithoutNetwork {
+        runtime: String,
+        args: String,
+        hint: String,
+    },
 }
 
 impl ExecError {
@@ -111,23 +130,17 @@ impl ExecError {
     /// What the user can do about it, when that is known.
     pub fn hint(&self) -> Option<String> {
         match self {
-            ExecError::DockerUnavailable { .. } => Some(
-                "start the Docker daemon (or set DOCKER_HOST); --executor local runs without a sandbox"
-                    .into(),
-            ),
-            ExecError::RuntimeUnavailable { .. } => Some(format!(
-                "pick one of the registered runtimes with --runtime, or {}",
-                docker::REGISTER_RUNTIME_HINT
-            )),
-            ExecError::RuntimeWithoutNetwork { runtime, .. } => Some(format!(
-                "drop --network bridge (the sandbox then has no network), or register '{runtime}' \
-                 without --network=none in /etc/docker/daemon.json and reload the daemon \
-                 (`sudo kill -HUP $(pidof dockerd)`)"
-            )),
+            ExecError::EngineUnavailable { hint, .. }
+            | ExecError::RuntimeUnavailable { hint, .. }
+            | ExecError::RuntimeWithoutNetwork { hint, .. } => Some(hint.clone()),
             _ => None,
         }
     }
 }
+
+/// Variables of the runner's environment a command may see; everything else
+/// (API keys above all) is dropped.
+pub const ENV_ALLOWLIST: [&str; 4] = ["PATH", "HOME", "LANG", "TERM"];
 
 /// What the model is told when processes a command left running in the
 /// background were killed as it ended (`n` of them).

@@ -6,6 +6,7 @@ mod event_stream;
 pub mod http;
 pub mod openai;
 pub mod pricing;
+pub mod provider;
 pub mod retry;
 pub mod scripted;
 pub mod sse;

@@ -156,7 +156,7 @@ async fn unreachable_or_hanging_docker_fails_fast() {
         .err()
         .expect("start must fail");
         assert!(
-            matches!(err, ExecError::DockerUnavailable { .. }),
+            matches!(err, ExecError::EngineUnavailable { .. }),
             "{host}: {err}"
         );
         assert!(

@@ -8,9 +8,9 @@ use async_trait::async_trait;
 
 use super::config::{CONTAINER_WORKDIR, DockerConfig, WorkspaceMode as DockerMode};
 use super::engine::EngineInfo;
-use super::{DockerExecutor, build, client, image, seed};
+use super::{DockerExecutor, build, client, gc, image, seed};
 use crate::exec::backend::{
-    Backend, Capabilities, ImageSource, Network, SandboxSpec, Seeded, WorkspaceMode,
+    Backend, Capabilities, Cleanup, ImageSource, Network, SandboxSpec, Seeded, WorkspaceMode,
 };
 use crate::exec::{ExecError, Executor};
 
@@ -68,6 +68,45 @@ impl Backend for DockerBackend {
             networks: vec![Network::None, Network::Bridge],
             images: true,
         }
+    }
+
+    fn loosenings(&self, spec: &SandboxSpec) -> Vec<String> {
+        docker_config(spec).loosenings()
+    }
+
+    async fn collect_garbage(&self) -> Result<Cleanup, ExecError> {
+        let docker = client::connect().await?;
+        let report = gc::gc(&docker).await?;
+        // After the sandboxes are gone, their work can come back.
+        let disks = super::recover_disks(&docker).await;
+        let mut done: Vec<String> = disks
+            .restored
+            .iter()
+            .map(|ws| format!("gave a dead run's work back to {}", ws.display()))
+            .collect();
+        done.extend(
+            report
+                .containers_removed
+                .iter()
+                .map(|c| format!("removed container {c}")),
+        );
+        done.extend(
+            report
+                .volumes_removed
+                .iter()
+                .map(|v| format!("removed volume {v}")),
+        );
+        let mut errors = report.errors;
+        errors.extend(disks.errors);
+        Ok(Cleanup {
+            done,
+            errors,
+            summary: Some(format!(
+                "removed {} containers and {} volumes",
+                report.containers_removed.len(),
+                report.volumes_removed.len()
+            )),
+        })
     }
 
     async fn prepare_image(&self, source: ImageSource<'_>) -> Result<String, ExecError> {

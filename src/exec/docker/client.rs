@@ -11,6 +11,12 @@ use bollard::Docker;
 
 use crate::exec::ExecError;
 
+/// The engine's name in errors.
+pub const ENGINE: &str = "Docker";
+/// What to do when the engine cannot be reached.
+pub const UNAVAILABLE_HINT: &str =
+    "start the Docker daemon (or set DOCKER_HOST); --executor local runs without a sandbox";
+
 /// How long connecting and version negotiation may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Outer deadline of one ordinary API call (inspect, create, remove...).
@@ -40,15 +46,21 @@ pub async fn connect() -> Result<Docker, ExecError> {
         Some(h) => Docker::connect_with_host(h),
         None => Docker::connect_with_local_defaults(),
     }
-    .map_err(|e| ExecError::DockerUnavailable {
+    .map_err(|e| ExecError::EngineUnavailable {
+        engine: ENGINE,
+        hint: UNAVAILABLE_HINT.into(),
         detail: format!("{shown}: {e}"),
     })?;
     match tokio::time::timeout(CONNECT_TIMEOUT, docker.negotiate_version()).await {
         Ok(Ok(d)) => Ok(d),
-        Ok(Err(e)) => Err(ExecError::DockerUnavailable {
+        Ok(Err(e)) => Err(ExecError::EngineUnavailable {
+            engine: ENGINE,
+            hint: UNAVAILABLE_HINT.into(),
             detail: format!("{shown}: {e}; is the Docker daemon running?"),
         }),
-        Err(_) => Err(ExecError::DockerUnavailable {
+        Err(_) => Err(ExecError::EngineUnavailable {
+            engine: ENGINE,
+            hint: UNAVAILABLE_HINT.into(),
             detail: format!(
                 "{shown} did not answer within {}s",
                 CONNECT_TIMEOUT.as_secs()
@@ -71,7 +83,8 @@ where
     match tokio::time::timeout(limit, fut).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(docker_err(op, what, &e)),
-        Err(_) => Err(ExecError::DockerTimeout {
+        Err(_) => Err(ExecError::EngineTimeout {
+            engine: ENGINE,
             op,
             secs: limit.as_secs(),
         }),
@@ -80,7 +93,8 @@ where
 
 /// Maps a bollard error to `ExecError::Docker` with context.
 pub fn docker_err(op: &'static str, what: &str, e: &bollard::errors::Error) -> ExecError {
-    ExecError::Docker {
+    ExecError::Engine {
+        engine: ENGINE,
         op,
         detail: if what.is_empty() {
             e.to_string()

@@ -5,18 +5,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::exec::ExecError;
+pub use crate::exec::backend::{
+    DEFAULT_CPUS, DEFAULT_DISK_BYTES, DEFAULT_IMAGE, DEFAULT_MAX_RUN_SECS, DEFAULT_MEMORY_BYTES,
+    DEFAULT_PIDS_LIMIT, DEFAULT_USER,
+};
 use crate::redact::Redactor;
 
-/// Default image: the tiny one built by `sandbox/build-tiny.sh`.
-pub const DEFAULT_IMAGE: &str = "runner-sandbox:tiny";
-/// Default CPU share of the container, in CPUs.
-pub const DEFAULT_CPUS: f64 = 1.0;
-/// Default memory limit (swap is set equal: no swap).
-pub const DEFAULT_MEMORY_BYTES: i64 = 1 << 30;
-/// Default maximum number of processes and threads in the container.
-pub const DEFAULT_PIDS_LIMIT: i64 = 256;
-/// Default user for commands: the image's non-root `sandbox` user.
-pub const DEFAULT_USER: &str = "1000:1000";
 /// Size of the writable /tmp tmpfs when the root filesystem is read-only.
 pub const DEFAULT_TMP_SIZE_BYTES: u64 = 64 << 20;
 /// Size of the writable /run tmpfs when the root filesystem is read-only.
@@ -31,14 +25,8 @@ pub const DEFAULT_HOME_SIZE_BYTES: u64 = 16 << 20;
 pub const DEFAULT_NOFILE: i64 = 1024;
 /// Default largest file a command may write.
 pub const DEFAULT_FSIZE_BYTES: i64 = 1 << 30;
-/// Default longest life of a run's container; after it the idle process
-/// exits by itself (when the image has `timeout`) and the engine removes
-/// the container.
-pub const DEFAULT_MAX_RUN_SECS: u64 = 4 * 3600;
 /// Added to the maximum run time before a container counts as expired.
 pub const EXPIRY_MARGIN_SECS: u64 = 600;
-/// Default size limit of a run's workspace (`--disk`).
-pub const DEFAULT_DISK_BYTES: u64 = 10 << 30;
 /// Where the workspace appears inside the container.
 pub const CONTAINER_WORKDIR: &str = "/workspace";
 

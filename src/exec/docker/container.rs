@@ -1,5 +1,6 @@
 //! The run's container: its hardened spec, labels, creation and removal.
 
+use super::client::ENGINE;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -352,7 +353,8 @@ pub async fn remove(docker: &Docker, id: &str) -> Result<(), ExecError> {
             Ok(())
         }
         Ok(Err(e)) => Err(super::client::docker_err("remove container", short(id), &e)),
-        Err(_) => Err(ExecError::DockerTimeout {
+        Err(_) => Err(ExecError::EngineTimeout {
+            engine: ENGINE,
             op: "remove container",
             secs: CALL_TIMEOUT.as_secs(),
         }),
@@ -395,7 +397,8 @@ pub async fn death_reason(
             ));
         }
         Err(_) => {
-            return Err(ExecError::DockerTimeout {
+            return Err(ExecError::EngineTimeout {
+                engine: ENGINE,
                 op: "inspect container",
                 secs: CALL_TIMEOUT.as_secs(),
             });

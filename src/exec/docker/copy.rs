@@ -4,6 +4,7 @@
 //! never through or onto a link, links recreated as links and never
 //! followed, no devices or hard links.
 
+use super::client::ENGINE;
 use std::fs;
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -161,7 +162,8 @@ pub async fn download(
         let next = tokio::time::timeout(CALL_TIMEOUT, stream.next()).await;
         let chunk = match next {
             Err(_) => {
-                return Err(ExecError::DockerTimeout {
+                return Err(ExecError::EngineTimeout {
+                    engine: ENGINE,
                     op: "download workspace",
                     secs: CALL_TIMEOUT.as_secs(),
                 });

@@ -149,12 +149,20 @@ impl EngineInfo {
             return Err(ExecError::RuntimeUnavailable {
                 runtime: name,
                 registered: self.runtimes.keys().cloned().collect(),
+                hint: format!(
+                    "pick one of the registered runtimes with --runtime, or {REGISTER_RUNTIME_HINT}"
+                ),
             });
         };
         if network.is_some_and(|n| n != "none") && rt.forces_no_network() {
             return Err(ExecError::RuntimeWithoutNetwork {
-                runtime: name,
+                runtime: name.clone(),
                 args: rt.args.join(" "),
+                hint: format!(
+                    "drop --network bridge (the sandbox then has no network), or register '{name}' \
+                     without --network=none in /etc/docker/daemon.json and reload the daemon \
+                     (`sudo kill -HUP $(pidof dockerd)`)"
+                ),
             });
         }
         Ok(name)
@@ -376,6 +384,7 @@ mod tests {
             Err(ExecError::RuntimeUnavailable {
                 runtime,
                 registered,
+                ..
             }) => {
                 assert_eq!(runtime, "nosuch");
                 assert_eq!(registered, ["runc", "runsc"]);

@@ -5,6 +5,7 @@
 //! commands will read it. The tar is made on the host without following
 //! links (see `copy::add_dir`).
 
+use super::client::ENGINE;
 use std::path::Path;
 use std::time::Duration;
 
@@ -67,7 +68,8 @@ pub async fn upload_dir(
             mut input,
         } = started
         else {
-            return Err(ExecError::Docker {
+            return Err(ExecError::Engine {
+                engine: ENGINE,
                 op: "start upload exec",
                 detail: format!("{}: exec started detached", short(id)),
             });
@@ -89,7 +91,8 @@ pub async fn upload_dir(
         let (text, written) = tokio::join!(reader, writer);
         let code = wait_exit(docker, &exec_id, id, Duration::from_secs(10)).await?;
         if written.is_err() || code != Some(0) {
-            return Err(ExecError::Docker {
+            return Err(ExecError::Engine {
+                engine: ENGINE,
                 op: "upload files",
                 detail: format!(
                     "{}: extracting into {dest} exited {code:?}: {}",
@@ -102,7 +105,8 @@ pub async fn upload_dir(
     };
     match tokio::time::timeout(UPLOAD_LIMIT, fut).await {
         Ok(r) => r,
-        Err(_) => Err(ExecError::DockerTimeout {
+        Err(_) => Err(ExecError::EngineTimeout {
+            engine: ENGINE,
             op: "upload files",
             secs: UPLOAD_LIMIT.as_secs(),
         }),

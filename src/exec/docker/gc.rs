@@ -9,6 +9,7 @@
 //! containers runner never made (from an image built on a committed
 //! sandbox, for instance another process's running image build).
 
+use super::client::ENGINE;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -182,7 +183,8 @@ async fn remove_volume(docker: &Docker, name: &str) -> Result<bool, ExecError> {
             }
             Ok(Err(e)) => return Err(docker_err("remove volume", name, &e)),
             Err(_) => {
-                return Err(ExecError::DockerTimeout {
+                return Err(ExecError::EngineTimeout {
+                    engine: ENGINE,
                     op: "remove volume",
                     secs: CALL_TIMEOUT.as_secs(),
                 });

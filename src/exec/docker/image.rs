@@ -1,6 +1,7 @@
 //! Making sure the image is there: use the local one, else pull it with
 //! progress on stderr; failure names the image and how to build one.
 
+use super::client::ENGINE;
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -28,7 +29,8 @@ pub async fn ensure_image(docker: &Docker, image: &str) -> Result<(), ExecError>
         Ok(Err(e)) if status_of(&e) == Some(404) => {}
         Ok(Err(e)) => return Err(super::client::docker_err("inspect image", image, &e)),
         Err(_) => {
-            return Err(ExecError::DockerTimeout {
+            return Err(ExecError::EngineTimeout {
+                engine: ENGINE,
                 op: "inspect image",
                 secs: CALL_TIMEOUT.as_secs(),
             });

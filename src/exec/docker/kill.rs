@@ -20,6 +20,7 @@
 //! attempt fail; it is retried with more pids, and when every attempt
 //! fails the sandbox is given up with a named, fatal error.
 
+use super::client::ENGINE;
 use std::time::Duration;
 
 use bollard::Docker;
@@ -83,7 +84,8 @@ pub async fn control(
     };
     match tokio::time::timeout(QUICK_TIMEOUT, fut).await {
         Ok(r) => r,
-        Err(_) => Err(ExecError::DockerTimeout {
+        Err(_) => Err(ExecError::EngineTimeout {
+            engine: ENGINE,
             op: "control exec",
             secs: QUICK_TIMEOUT.as_secs(),
         }),

@@ -13,6 +13,7 @@
 //! it, so the engine's `die` and `oom` events for it are followed from
 //! creation on: they say how it ended for the error message.
 
+use super::client::ENGINE;
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -101,11 +102,13 @@ impl Lifeline {
         };
         match tokio::time::timeout(CALL_TIMEOUT, sent).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(ExecError::Docker {
+            Ok(Err(e)) => Err(ExecError::Engine {
+                engine: ENGINE,
                 op: "keep the container",
                 detail: e.to_string(),
             }),
-            Err(_) => Err(ExecError::DockerTimeout {
+            Err(_) => Err(ExecError::EngineTimeout {
+                engine: ENGINE,
                 op: "keep the container",
                 secs: CALL_TIMEOUT.as_secs(),
             }),

@@ -21,6 +21,7 @@ mod oom;
 mod run;
 mod seed;
 
+use client::ENGINE;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -311,7 +312,8 @@ impl DockerExecutor {
                         tracing::warn!("cannot keep container {}: {k}", short(&self.id));
                     }
                     self.removed.store(true, Ordering::SeqCst);
-                    return Err(ExecError::Docker {
+                    return Err(ExecError::Engine {
+                        engine: ENGINE,
                         op: "collect the workspace",
                         detail: format!(
                             "{e}; container {} and its workspace volume are kept: \

@@ -4,6 +4,7 @@
 //! polled, so neither a held-open stream nor a hung daemon can stall the
 //! command past its timeout.
 
+use super::client::ENGINE;
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
@@ -184,7 +185,8 @@ pub async fn run(
     {
         Ok(StartExecResults::Attached { output, .. }) => output,
         Ok(StartExecResults::Detached) => {
-            return Err(ExecError::Docker {
+            return Err(ExecError::Engine {
+                engine: ENGINE,
                 op: "start exec",
                 detail: format!("{}: exec started detached", short(t.id)),
             });

@@ -73,7 +73,7 @@ pub async fn seed_workspace(
     let report = match result {
         Ok(r) => r,
         // No such directory in the image: nothing to seed.
-        Err(ExecError::Docker { detail, .. }) if detail.contains("404") => {
+        Err(ExecError::Engine { detail, .. }) if detail.contains("404") => {
             copy::CollectReport::default()
         }
         Err(e) => return Err(e),

@@ -1,0 +1,109 @@
+//! What a suite is run with: the command line's choices as plain values
+//! (`cli` fills them in), validated by [`EvalSettings::check`].
+
+use std::path::PathBuf;
+
+use super::EvalError;
+use super::task::MAX_TASK_TIMEOUT_SECS;
+use crate::config::AgentOptions;
+use crate::exec::backend::BackendKind;
+
+/// What plays the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AgentKind {
+    /// The runner loop with the configured model.
+    #[default]
+    Model,
+    /// The task's reference solution, solution/solve.sh.
+    Oracle,
+    /// Nothing: checks that the untouched start fails.
+    Nop,
+}
+
+impl AgentKind {
+    pub const ALL: [AgentKind; 3] = [AgentKind::Model, AgentKind::Oracle, AgentKind::Nop];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::Model => "model",
+            AgentKind::Oracle => "oracle",
+            AgentKind::Nop => "nop",
+        }
+    }
+}
+
+/// Everything `runner eval` is told, before validation.
+#[derive(Debug, Clone)]
+pub struct EvalSettings {
+    /// Task directories, or directories whose subdirectories are tasks.
+    pub paths: Vec<PathBuf>,
+    pub agent_kind: AgentKind,
+    /// The model and the loop, as for a run.
+    pub agent: AgentOptions,
+    /// Where the agent's and the verifier's sandboxes come from.
+    pub backend: BackendKind,
+    pub jobs: usize,
+    pub attempts: u32,
+    /// Globs on task names.
+    pub filter: Vec<String>,
+    pub allow_internet: bool,
+    /// Overrides of the tasks' own limits.
+    pub cpus: Option<f64>,
+    pub memory: Option<String>,
+    pub agent_timeout_secs: Option<f64>,
+    pub verifier_timeout_secs: Option<f64>,
+    pub pids_limit: i64,
+    pub user: String,
+    pub writable_rootfs: bool,
+    /// A size, or `unlimited`.
+    pub disk: String,
+    pub runtime: Option<String>,
+    pub output_dir: Option<PathBuf>,
+    pub json: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
+    pub summary: Option<PathBuf>,
+    pub min_pass_rate: f64,
+    pub fail_on_error: bool,
+}
+
+impl EvalSettings {
+    /// Refuses values no attempt could run with.
+    pub fn check(&self) -> Result<(), EvalError> {
+        let bad = |flag, detail: &str| {
+            Err(EvalError::Flag {
+                flag,
+                detail: detail.to_string(),
+            })
+        };
+        if self.jobs == 0 {
+            return bad("jobs", "must be at least 1");
+        }
+        if self.attempts == 0 {
+            return bad("attempts", "must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&self.min_pass_rate) {
+            return bad("min-pass-rate", "must be between 0 and 1");
+        }
+        for (flag, v) in [
+            ("cpus", self.cpus),
+            ("agent-timeout", self.agent_timeout_secs),
+            ("verifier-timeout", self.verifier_timeout_secs),
+        ] {
+            if let Some(v) = v
+                && !(v > 0.0 && v.is_finite())
+            {
+                return bad(flag, "must be greater than 0");
+            }
+        }
+        for (flag, v) in [
+            ("agent-timeout", self.agent_timeout_secs),
+            ("verifier-timeout", self.verifier_timeout_secs),
+        ] {
+            if v.is_some_and(|v| v > MAX_TASK_TIMEOUT_SECS) {
+                let most = format!("must be at most {MAX_TASK_TIMEOUT_SECS} (a week)");
+                return bad(flag, &most);
+            }
+        }
+        Ok(())
+    }
+}
