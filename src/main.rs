@@ -7,6 +7,12 @@ use clap::Parser;
 use runner::cli::{Cli, Command};
 use runner::runtime::Shutdown;
 
+/// Runs before `main` (and before the async runtime starts its threads):
+/// a Ctrl-C from then on is noted, not fatal (see `catch_early_signals`).
+#[used]
+#[unsafe(link_section = ".init_array")]
+static CATCH_EARLY_SIGNALS: extern "C" fn() = runner::runtime::signals::catch_early_signals;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     // First, before any work: from here on Ctrl-C and SIGTERM cancel the
