@@ -278,7 +278,7 @@ pub fn extract_under(
                 let mut f = fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)
-                    .custom_flags(libc::O_NOFOLLOW)
+                    .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
                     .mode(mode)
                     .open(&target)?;
                 std::io::copy(&mut entry, &mut f)?;
