@@ -239,7 +239,7 @@ async fn run_inner(args: RunArgs, human: &Human) -> Result<i32, AppError> {
         steps: convo.steps,
         usage: convo.usage,
         cost_usd: convo.cost_usd,
-        duration_ms: started.elapsed().as_millis() as u64,
+        duration_ms: crate::convert::millis_u64(started.elapsed()),
         error: end.error.clone(),
         final_text: end.final_text.clone(),
     };

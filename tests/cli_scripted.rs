@@ -1,6 +1,10 @@
 //! The binary driven as a user drives it, with the scripted model: the
 //! loop, limits, error results, files written, exit codes.
 
+// A test that unwraps fails loudly, which is what a test should do; the
+// crate denies both outside tests ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod util;
 
 use std::time::{Duration, Instant};
@@ -460,7 +464,7 @@ fn ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130(ex: Exec) {
     }
     assert!(alive(), "the command started");
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits i32")),
         nix::sys::signal::Signal::SIGINT,
     )
     .expect("send SIGINT");
@@ -519,7 +523,7 @@ fn ctrl_c_during_a_model_call_exits_130_promptly() {
     }
     assert!(requested(), "the model call started");
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits i32")),
         nix::sys::signal::Signal::SIGINT,
     )
     .expect("send SIGINT");

@@ -299,7 +299,7 @@ fn finish(mut rec: Attempt, started: Instant) -> Attempt {
 }
 
 fn ms(t: Instant) -> u64 {
-    t.elapsed().as_millis() as u64
+    crate::convert::millis_u64(t.elapsed())
 }
 
 /// Network is opt-in twice: the task allows it AND runner was told
@@ -335,7 +335,7 @@ fn attempt_config(
     a.cpus = task.cpus;
     a.memory = task.memory_bytes.to_string();
     a.network = network;
-    a.max_time = Some(task.agent_timeout_secs.ceil() as u64);
+    a.max_time = Some(crate::convert::u64_from_f64(task.agent_timeout_secs.ceil()));
     Config::from_args(&a).map_err(|e| e.to_string())
 }
 
