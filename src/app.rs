@@ -230,7 +230,7 @@ async fn run_inner(
         steps: convo.steps,
         usage: convo.usage,
         cost_usd: convo.cost_usd,
-        duration_ms: started.elapsed().as_millis() as u64,
+        duration_ms: crate::convert::millis_u64(started.elapsed()),
         error: end.error.clone(),
         final_text: end.final_text.clone(),
     };

@@ -444,7 +444,9 @@ pub fn parse_disk(s: &str) -> Result<Option<u64>, ConfigError> {
     }
     const MIN_DISK_BYTES: f64 = (16 << 20) as f64;
     match parse_size(s) {
-        Some(b) if b >= MIN_DISK_BYTES && b <= u64::MAX as f64 => Ok(Some(b as u64)),
+        Some(b) if b >= MIN_DISK_BYTES && b <= u64::MAX as f64 => {
+            Ok(Some(crate::convert::u64_from_f64(b)))
+        }
         _ => Err(ConfigError::BadDisk(s.to_string())),
     }
 }
@@ -457,7 +459,7 @@ pub fn parse_memory(s: &str) -> Result<i64, ConfigError> {
     if bytes < MIN_MEMORY_BYTES || bytes > i64::MAX as f64 {
         return Err(bad());
     }
-    Ok(bytes as i64)
+    Ok(crate::convert::i64_from_f64(bytes))
 }
 
 /// Bytes of a size like `512m`, `2g`, `1.5G`, `1048576` (binary units).

@@ -6,6 +6,10 @@
 //! These tests need a running Docker engine and `runner-sandbox:tiny`
 //! (`make sandbox-image`); without them they FAIL, saying so.
 
+// A test that unwraps fails loudly, which is what a test should do; the
+// crate denies both outside tests ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod util;
 
 use std::os::unix::fs::MetadataExt;
@@ -169,7 +173,8 @@ impl Forward {
 
 impl Drop for Forward {
     fn drop(&mut self) {
-        let pgid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let pgid =
+            nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("pid fits i32"));
         let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
         let _ = self.child.wait();
     }

@@ -1,6 +1,10 @@
 //! Resource behaviour of the local executor through the binary: timeouts
 //! kill every process a command started; a flood keeps memory bounded.
 
+// A test that unwraps fails loudly, which is what a test should do; the
+// crate denies both outside tests ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod util;
 
 use std::process::Stdio;

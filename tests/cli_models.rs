@@ -1,6 +1,10 @@
 //! The binary against fake Anthropic and OpenAI servers on 127.0.0.1 that
 //! speak the real wire formats and check the protocol on every request.
 
+// A test that unwraps fails loudly, which is what a test should do; the
+// crate denies both outside tests ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod util;
 

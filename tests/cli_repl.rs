@@ -1,6 +1,10 @@
 //! With no task and a terminal on stdin, runner holds a conversation.
 //! `script` (util-linux) gives the binary a pseudo-terminal.
 
+// A test that unwraps fails loudly, which is what a test should do; the
+// crate denies both outside tests ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod util;
 
 use std::io::Write;

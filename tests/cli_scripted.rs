@@ -1,6 +1,10 @@
 //! The binary driven as a user drives it, with the scripted model: the
 //! loop, limits, error results, files written, exit codes.
 
+// A test that unwraps fails loudly, which is what a test should do; the
+// crate denies both outside tests ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod util;
 
 use std::time::{Duration, Instant};
@@ -460,7 +464,7 @@ fn ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130(ex: Exec) {
     }
     assert!(alive(), "the command started");
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits i32")),
         nix::sys::signal::Signal::SIGINT,
     )
     .expect("send SIGINT");
@@ -519,7 +523,7 @@ fn ctrl_c_during_a_model_call_exits_130_promptly() {
     }
     assert!(requested(), "the model call started");
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits i32")),
         nix::sys::signal::Signal::SIGINT,
     )
     .expect("send SIGINT");
@@ -607,13 +611,9 @@ fn sigint_state(pid: u32) -> (bool, bool) {
             .to_string()
     };
     let caught = u64::from_str_radix(&field("SigCgt:"), 16)
-        .is_ok_and(|mask| mask & (1 << (libc_sigint() - 1)) != 0);
+        .is_ok_and(|mask| mask & (1 << (nix::sys::signal::Signal::SIGINT as u32 - 1)) != 0);
     let threaded = field("Threads:").parse::<u32>().is_ok_and(|n| n > 1);
     (caught, threaded)
-}
-
-fn libc_sigint() -> u32 {
-    nix::sys::signal::Signal::SIGINT as u32
 }
 
 fn ctrl_c_after(delay_ms: u64) -> Try {
@@ -632,7 +632,7 @@ fn ctrl_c_after(delay_ms: u64) -> Try {
     std::thread::sleep(Duration::from_millis(delay_ms));
     let (caught, threaded) = sigint_state(child.id());
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits")),
         nix::sys::signal::Signal::SIGINT,
     )
     .expect("send SIGINT");
@@ -648,7 +648,7 @@ fn ctrl_c_after(delay_ms: u64) -> Try {
         std::thread::sleep(Duration::from_millis(10));
     };
     use std::os::unix::process::ExitStatusExt;
-    if !caught && !threaded && status.signal() == Some(libc_sigint() as i32) {
+    if !caught && !threaded && status.signal() == Some(nix::sys::signal::Signal::SIGINT as i32) {
         return Try::InLoader;
     }
     // No run directory at all is a failure to report, not a panic.

@@ -3,6 +3,10 @@
 //! environment allowlist). Each test that starts a lingering process uses a
 //! unique `sleep 1000.NNN` marker so parallel tests cannot see each other's.
 
+// A test that unwraps fails loudly, which is what a test should do; the
+// crate denies both outside tests ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -2,6 +2,10 @@
 //! timeouts, unreachable servers, retry-after, key errors, chunking, and
 //! the fake server's own protocol checks.
 
+// A test that unwraps fails loudly, which is what a test should do; the
+// crate denies both outside tests ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::sync::Mutex;

@@ -6,6 +6,10 @@
 //! Not replayed: vector 21 (Ollama's native `/api/chat` NDJSON), which no
 //! client here speaks; Ollama is covered through its `/v1` API (vector 13).
 
+// A test that unwraps fails loudly, which is what a test should do; the
+// crate denies both outside tests ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::sync::Mutex;
@@ -524,7 +528,7 @@ async fn v06_two_429s_then_stream_is_one_retried_call() {
 #[tokio::test]
 async fn v18_529_overloaded_is_retried_then_gives_up() {
     let v = load("18_anthropic_529_overloaded_error.json");
-    let status = v["status"].as_u64().expect("status") as u16;
+    let status = u16::try_from(v["status"].as_u64().expect("status")).expect("status fits u16");
     let overloaded = || FakeResponse::status(status, &[], v["body"].clone());
     let (r, _, _s) = one_call(
         Api::Anthropic,

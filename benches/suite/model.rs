@@ -13,6 +13,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use nix::sys::resource::{UsageWho, getrusage};
 use runner::model::anthropic::AnthropicModel;
 use runner::model::http::ApiConfig;
 use runner::model::{Block, Message, Model, ModelRequest, Role, ToolSpec};
@@ -20,6 +21,7 @@ use serde_json::{Value, json};
 
 use crate::Plan;
 use crate::stats::{Row, Samples};
+use crate::sys::tv_ms;
 
 /// Counts allocations made on threads that switched counting on.
 pub struct CountingAlloc;
@@ -58,11 +60,8 @@ unsafe impl GlobalAlloc for CountingAlloc {
 }
 
 fn thread_cpu_ms() -> f64 {
-    // SAFETY: getrusage only writes the struct we pass.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    let ms = |tv: libc::timeval| tv.tv_sec as f64 * 1e3 + tv.tv_usec as f64 / 1e3;
-    ms(ru.ru_utime) + ms(ru.ru_stime)
+    getrusage(UsageWho::RUSAGE_THREAD)
+        .map_or(f64::NAN, |u| tv_ms(u.user_time()) + tv_ms(u.system_time()))
 }
 
 /// One streamed turn as the API sends it: text, then a `bash` tool call.

@@ -6,6 +6,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Instant;
 
+use nix::sys::resource::{UsageWho, getrusage};
+use nix::sys::time::TimeVal;
+use nix::unistd::{SysconfVar, sysconf};
 use serde::Serialize;
 
 /// What the numbers depend on, recorded with every run.
@@ -86,14 +89,13 @@ pub fn load_avg() -> f64 {
 
 /// CPU time (user + system) this process has used, in ms.
 pub fn self_cpu_ms() -> f64 {
-    // SAFETY: getrusage only writes the struct we pass.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    tv_ms(ru.ru_utime) + tv_ms(ru.ru_stime)
+    getrusage(UsageWho::RUSAGE_SELF)
+        .map_or(f64::NAN, |u| tv_ms(u.user_time()) + tv_ms(u.system_time()))
 }
 
-fn tv_ms(tv: libc::timeval) -> f64 {
-    tv.tv_sec as f64 * 1e3 + tv.tv_usec as f64 / 1e3
+/// A `timeval` in ms.
+pub fn tv_ms(tv: TimeVal) -> f64 {
+    tv.tv_sec() as f64 * 1e3 + tv.tv_usec() as f64 / 1e3
 }
 
 /// CPU time used so far by the Docker engine for `containers`, in ms:
@@ -101,8 +103,11 @@ fn tv_ms(tv: libc::timeval) -> f64 {
 /// processes they reaped). dockerd and containerd also serve everyone else
 /// on this machine, so other Docker work during a measurement inflates it.
 pub fn engine_cpu_ms(containers: &[&str]) -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let hz = sysconf(SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(1)
+        .max(1) as f64;
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return f64::NAN;
     };
@@ -179,10 +184,11 @@ pub fn run_child(cmd: &mut Command, keep_stdout: bool) -> Result<ChildRun, Strin
         }
     }
     let mut status = 0;
+    let pid = libc::pid_t::try_from(child.id()).map_err(|_| format!("pid of {shown} too large"))?;
+    // Raw libc: nix has no wait4, and its waitpid drops the child's rusage.
     // SAFETY: wait4 writes only the status and the rusage we pass; the pid
     // is our own unreaped child.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = child.id() as libc::pid_t;
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
     if r != pid {
         return Err(format!(
@@ -192,8 +198,8 @@ pub fn run_child(cmd: &mut Command, keep_stdout: bool) -> Result<ChildRun, Strin
     }
     Ok(ChildRun {
         wall_ms: started.elapsed().as_secs_f64() * 1e3,
-        cpu_ms: tv_ms(ru.ru_utime) + tv_ms(ru.ru_stime),
-        max_rss_kib: ru.ru_maxrss as u64,
+        cpu_ms: tv_ms(ru.ru_utime.into()) + tv_ms(ru.ru_stime.into()),
+        max_rss_kib: u64::try_from(ru.ru_maxrss).unwrap_or(0),
         status: ExitStatus::from_raw(status),
         stdout_bytes,
         stdout: kept,

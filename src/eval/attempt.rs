@@ -299,7 +299,7 @@ fn finish(mut rec: Attempt, started: Instant) -> Attempt {
 }
 
 fn ms(t: Instant) -> u64 {
-    t.elapsed().as_millis() as u64
+    crate::convert::millis_u64(t.elapsed())
 }
 
 /// Network is opt-in twice: the task allows it AND runner was told
@@ -328,7 +328,7 @@ fn attempt_config(
     b.sandbox.cpus = task.cpus;
     b.sandbox.memory = task.memory_bytes.to_string();
     b.sandbox.network = network;
-    b.max_time_secs = Some(task.agent_timeout_secs.ceil() as u64);
+    b.max_time_secs = Some(crate::convert::u64_from_f64(task.agent_timeout_secs.ceil()));
     b.build().map_err(|e| e.to_string())
 }
 

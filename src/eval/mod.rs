@@ -297,7 +297,7 @@ async fn run_all(
                             r = image::resolve(&task, ctx.backend.as_ref()) => r.map_err(|e| format!("image: {e}")),
                             _ = cancel.cancelled() => Err("interrupted while preparing the image".into()),
                         };
-                        (r, t.elapsed().as_millis() as u64)
+                        (r, crate::convert::millis_u64(t.elapsed()))
                     })
                     .await
                     .clone();

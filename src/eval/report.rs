@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::outcome::{Attempt, Status};
+use crate::convert::u32_from_usize;
 use crate::model::Usage;
 use crate::terminal::visible;
 
@@ -65,9 +66,9 @@ pub fn summarize(attempts: &[Attempt], k: u32, duration: Duration) -> (Vec<TaskS
             let rewards: Vec<f64> = list.iter().filter_map(|a| a.reward).collect();
             TaskSummary {
                 task: name.to_string(),
-                attempts: list.len() as u32,
-                passes: list.iter().filter(|a| a.pass).count() as u32,
-                errors: list.iter().filter(|a| a.status == Status::Error).count() as u32,
+                attempts: u32_from_usize(list.len()),
+                passes: u32_from_usize(list.iter().filter(|a| a.pass).count()),
+                errors: u32_from_usize(list.iter().filter(|a| a.status == Status::Error).count()),
                 mean_reward: mean(&rewards),
                 pass_at_k: list.iter().any(|a| a.pass),
             }
@@ -103,7 +104,7 @@ pub fn summarize(attempts: &[Attempt], k: u32, duration: Duration) -> (Vec<TaskS
         mean_reward: mean(&rewards),
         usage,
         cost_usd: attempts.iter().map(|a| a.cost_usd).sum(),
-        duration_ms: duration.as_millis() as u64,
+        duration_ms: crate::convert::millis_u64(duration),
     };
     (tasks, totals)
 }

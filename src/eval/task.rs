@@ -136,10 +136,17 @@ impl Task {
         }
         let env = &config.environment;
         let memory_bytes = match (env.memory_mb, &env.memory) {
-            (Some(mb), _) => (mb as i64) << 20,
             (None, Some(m)) => crate::config::parse_memory(m)
                 .map_err(|_| invalid(format!("environment.memory: '{m}' is not a size like 2G")))?,
-            (None, None) => (DEFAULT_TASK_MEMORY_MB as i64) << 20,
+            (mb, _) => {
+                // `memory_mb` wins over `memory`; a value past i64 bytes is
+                // refused rather than wrapped into a small limit.
+                let mb = mb.unwrap_or(DEFAULT_TASK_MEMORY_MB);
+                i64::try_from(mb)
+                    .ok()
+                    .and_then(|mb| mb.checked_mul(1 << 20))
+                    .ok_or_else(|| invalid(format!("environment.memory_mb: {mb} is too large")))?
+            }
         };
         let positive = |key: &str, v: f64| {
             if v > 0.0 && v.is_finite() {
@@ -327,5 +334,31 @@ mod tests {
         )
         .expect("write");
         assert!(Task::load(dir.path()).is_ok());
+    }
+
+    #[test]
+    fn memory_mb_past_i64_bytes_is_refused_not_wrapped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("instruction.md"), "x\n").expect("write");
+        std::fs::create_dir(dir.path().join("tests")).expect("mkdir");
+        std::fs::write(dir.path().join("tests/test.sh"), "true\n").expect("write");
+        // 2^44 MiB is 2^64 bytes: `as i64` then `<< 20` made it 0 (no limit).
+        let toml = format!("[environment]\nmemory_mb = {}\n", 1u64 << 44);
+        std::fs::write(dir.path().join("task.toml"), toml).expect("write");
+        let err = Task::load(dir.path()).expect_err("2^44 MiB is refused");
+        assert!(err.to_string().contains("memory_mb"), "{err}");
+        std::fs::write(
+            dir.path().join("task.toml"),
+            "[environment]\nmemory_mb = 512\n",
+        )
+        .expect("write");
+        let task = Task::load(dir.path()).expect("512 MiB loads");
+        assert_eq!(task.memory_bytes, 512 << 20);
+        std::fs::write(dir.path().join("task.toml"), "").expect("write");
+        let task = Task::load(dir.path()).expect("the default loads");
+        assert_eq!(
+            task.memory_bytes,
+            i64::try_from(DEFAULT_TASK_MEMORY_MB << 20).expect("fits")
+        );
     }
 }

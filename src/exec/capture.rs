@@ -253,9 +253,11 @@ impl FullOutput {
 
     fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         let room = self.cap.saturating_sub(self.written);
-        let mut now = (bytes.len() as u64).min(room) as usize;
+        // At most `bytes.len()`, so it fits a `usize` whatever `room` is.
+        let mut now = usize::try_from(room).map_or(bytes.len(), |r| r.min(bytes.len()));
         if let Some(b) = &self.budget {
-            let granted = b.take_budget(now as u64) as usize;
+            // The budget grants at most what was asked.
+            let granted = usize::try_from(b.take_budget(now as u64)).map_or(now, |g| g.min(now));
             self.budget_spent |= granted < now;
             now = granted;
         }

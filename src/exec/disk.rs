@@ -159,7 +159,7 @@ impl Disk {
         disk.released = false;
         let (uid, gid) = sandbox_owner;
         if let Err(e) = tree::copy_tree(workspace, &disk.mount, Some((uid, gid))) {
-            let err = if e.raw_os_error() == Some(libc::ENOSPC)
+            let err = if e.kind() == io::ErrorKind::StorageFull
                 || e.to_string().contains("No space left")
             {
                 DiskError::TooLarge {

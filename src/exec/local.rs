@@ -208,7 +208,7 @@ fn live_session_members(sid: i32) -> Vec<Pid> {
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let me = std::process::id() as i32;
+    let me = nix::unistd::getpid().as_raw();
     procs
         .flatten()
         .filter_map(|entry| {
@@ -434,7 +434,9 @@ impl Executor for LocalExecutor {
             if !output.is_empty() && !output.ends_with('\n') {
                 output.push('\n');
             }
-            output.push_str(&background_killed_note(left as u32));
+            output.push_str(&background_killed_note(crate::convert::u32_from_usize(
+                left,
+            )));
             output.push('\n');
         }
         Ok(ExecOutput {

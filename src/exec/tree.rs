@@ -172,11 +172,17 @@ fn copy_data(src: &File, dst: &File) -> io::Result<u64> {
             Err(e) => return Err(e.into()),
         };
         let end = lseek(src, start, Whence::SeekHole)?;
-        r.seek(SeekFrom::Start(start as u64))?;
-        w.seek(SeekFrom::Start(start as u64))?;
-        let mut left = (end - start) as u64;
+        // lseek returns no negative offset on success; one would be an
+        // error, never a wrap to a huge seek.
+        let offset = |o: i64| {
+            u64::try_from(o).map_err(|_| io::Error::other(format!("lseek returned offset {o}")))
+        };
+        let (from, to) = (offset(start)?, offset(end)?);
+        r.seek(SeekFrom::Start(from))?;
+        w.seek(SeekFrom::Start(from))?;
+        let mut left = to.saturating_sub(from);
         while left > 0 {
-            let want = left.min(buf.len() as u64) as usize;
+            let want = usize::try_from(left).map_or(buf.len(), |l| l.min(buf.len()));
             let n = r.read(&mut buf[..want])?;
             if n == 0 {
                 break;

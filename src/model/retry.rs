@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use reqwest::header::HeaderMap;
 
 use super::{ModelError, ModelProgress, ProgressSink};
+use crate::convert::u64_from_f64;
 
 /// Attempts in all (the first try plus retries), as the official SDKs' default of 2 retries plus headroom.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
@@ -48,7 +49,7 @@ impl RetryPolicy {
             .base_delay
             .saturating_mul(1u32 << retry.saturating_sub(1).min(16));
         let capped = exp.min(self.max_delay);
-        let ms = capped.as_millis() as u64;
+        let ms = crate::convert::millis_u64(capped);
         let jittered = ms / 2 + fastrand::u64(0..=ms / 2);
         Duration::from_millis(jittered)
     }
@@ -97,7 +98,7 @@ impl RetryPolicy {
             progress(ModelProgress::Retry {
                 attempt: n,
                 status: status_of(&err),
-                wait_ms: wait.as_millis() as u64,
+                wait_ms: crate::convert::millis_u64(wait),
                 reason: err.to_string(),
             });
             tokio::time::sleep(wait).await;
@@ -135,18 +136,19 @@ pub fn retry_after_ms(headers: &HeaderMap) -> Option<u64> {
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|ms| ms.is_finite() && *ms >= 0.0)
     {
-        return Some(ms as u64);
+        return Some(u64_from_f64(ms));
     }
     let value = headers.get("retry-after")?.to_str().ok()?.trim();
     if let Ok(secs) = value.parse::<f64>() {
         if secs.is_finite() && secs >= 0.0 {
-            return Some((secs * 1000.0) as u64);
+            return Some(u64_from_f64(secs * 1000.0));
         }
         return None;
     }
     let when = chrono::DateTime::parse_from_rfc2822(value).ok()?;
     let ms = (when.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_milliseconds();
-    Some(ms.max(0) as u64)
+    // A date in the past means "now".
+    Some(u64::try_from(ms).unwrap_or(0))
 }
 
 #[cfg(test)]

@@ -318,7 +318,7 @@ async fn sigkilled_runner_leaves_nothing_gc_misses() {
     assert!(line.is_some(), "helper did not start a sandbox");
     assert_eq!(containers_of(&d, &id).await.len(), 1);
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits i32")),
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();

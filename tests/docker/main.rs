@@ -1,5 +1,8 @@
 //! Integration tests of the docker executor against the real engine.
 
+// A test that unwraps fails loudly, which is what a test should do; the
+// crate denies both outside tests ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 // Each #[tokio::test] has its own runtime; the serial lock is held across
 // awaits on purpose so tests never overlap (see common::serial).
 #![allow(clippy::await_holding_lock)]

@@ -90,7 +90,7 @@ fn sigint_mid_suite_stops_cleans_up_writes_reports_and_exits_130() {
     );
     std::thread::sleep(Duration::from_secs(2));
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
+        nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid fits i32")),
         nix::sys::signal::Signal::SIGINT,
     )
     .expect("send SIGINT");

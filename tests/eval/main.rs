@@ -4,6 +4,10 @@
 //! These tests need Docker and the runner-sandbox images; without them
 //! they FAIL with a message saying what to do.
 
+// A test that unwraps fails loudly, which is what a test should do; the
+// crate denies both outside tests ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "../util/mod.rs"]
 mod util;
 

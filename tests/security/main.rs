@@ -4,6 +4,9 @@
 //! docker tests FAIL (never skip) without a running engine and the sandbox
 //! images (`make sandbox-image`).
 
+// A test that unwraps fails loudly, which is what a test should do; the
+// crate denies both outside tests ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 // Each #[tokio::test] has its own runtime; the serial lock is held across
 // awaits on purpose so the docker tests never overlap.
 #![allow(clippy::await_holding_lock)]

@@ -220,7 +220,7 @@ pub fn spec(
         network_mode: Some(cfg.network.clone().unwrap_or_else(|| "none".into())),
         memory: Some(cfg.memory_bytes),
         memory_swap: Some(cfg.memory_bytes),
-        nano_cpus: Some((cfg.cpus * 1e9) as i64),
+        nano_cpus: Some(crate::convert::i64_from_f64(cfg.cpus * 1e9)),
         pids_limit: Some(host_pids_limit(cfg, kernel)),
         ulimits: Some(ulimits),
         init: Some(true),

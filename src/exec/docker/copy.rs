@@ -82,7 +82,8 @@ fn add_dir_counted(
         let mut h = tar::Header::new_gnu();
         h.set_uid(uid.into());
         h.set_gid(gid.into());
-        h.set_mtime(meta.mtime().max(0) as u64);
+        // A time before 1970 is stored as 1970, as before.
+        h.set_mtime(u64::try_from(meta.mtime()).unwrap_or(0));
         h.set_mode(meta.mode() & 0o777);
         let ft = meta.file_type();
         if ft.is_symlink() {
@@ -128,7 +129,7 @@ fn escapes(rel: &Path, target: &Path) -> bool {
     if target.is_absolute() {
         return false;
     }
-    let mut depth = rel.components().count() as i64 - 1;
+    let mut depth = i64::try_from(rel.components().count()).unwrap_or(i64::MAX) - 1;
     for c in target.components() {
         match c {
             Component::ParentDir => depth -= 1,
@@ -280,7 +281,7 @@ pub fn extract_under(
                 let mut f = fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)
-                    .custom_flags(libc::O_NOFOLLOW)
+                    .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
                     .mode(mode)
                     .open(&target)?;
                 std::io::copy(&mut entry, &mut f)?;

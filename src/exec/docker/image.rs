@@ -109,8 +109,8 @@ async fn pull(docker: &Docker, image: &str) -> Result<(), String> {
         }
         let status = info.status.unwrap_or_default();
         if let (Some(id), Some(p)) = (info.id.clone(), info.progress_detail) {
-            let cur = p.current.unwrap_or(0).max(0) as u64;
-            let tot = p.total.unwrap_or(0).max(0) as u64;
+            let cur = u64::try_from(p.current.unwrap_or(0)).unwrap_or(0);
+            let tot = u64::try_from(p.total.unwrap_or(0)).unwrap_or(0);
             if tot > 0 {
                 layers.insert(id, (cur, tot));
             }

@@ -177,7 +177,8 @@ pub async fn kill_command_processes(
         // attempt goes on without headroom and there is nothing to restore.
         let mut raised = false;
         if attempt > 0 {
-            let more = pids_limit + PIDS_HEADROOM * attempt as i64;
+            let attempt_n = i64::try_from(attempt).unwrap_or(i64::MAX);
+            let more = pids_limit.saturating_add(PIDS_HEADROOM.saturating_mul(attempt_n));
             match set_pids_limit(docker, id, more).await {
                 Ok(()) => raised = true,
                 Err(e) => {

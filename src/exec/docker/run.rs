@@ -371,12 +371,12 @@ pub async fn run(
     }
     Ok(ExecOutput {
         output: text,
-        exit_code: exit.map(|c| c as i32),
+        exit_code: exit.map(crate::convert::i32_from_i64),
         timed_out: end == End::TimedOut,
         cancelled: end == End::Cancelled,
         oom_killed: oom_killed > 0,
         bytes_seen,
-        duration_ms: started.elapsed().as_millis() as u64,
+        duration_ms: crate::convert::millis_u64(started.elapsed()),
     })
 }
 
