@@ -113,10 +113,6 @@ pub struct EvalArgs {
     #[arg(long, env = "RUNNER_RUNTIME", value_name = "NAME")]
     pub runtime: Option<String>,
 
-    /// Where the attempts run. `local` runs every task's code, the verifier's included, on this host as you: NOT a sandbox, only for testing runner itself.
-    #[arg(long, value_enum, default_value_t = BackendKind::Docker)]
-    pub executor: BackendKind,
-
     /// Where each attempt's run directory goes: DIR/<task>/<attempt>/ (default: runs/eval-<time>).
     #[arg(long)]
     pub output_dir: Option<PathBuf>,
@@ -396,7 +392,10 @@ impl EvalArgs {
             paths: self.paths.clone(),
             agent_kind: self.agent_kind,
             agent: self.agent.options(),
-            backend: self.executor,
+            // Grading needs a sandbox of its own (a task's /tests and /logs
+            // are absolute paths): the docker backend, until another
+            // isolated one is registered.
+            backend: BackendKind::Docker,
             jobs: self.jobs,
             attempts: self.attempts,
             filter: self.filter.clone(),

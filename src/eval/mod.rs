@@ -24,7 +24,7 @@ use tokio::sync::{OnceCell, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigBuilder, ConfigError, SandboxOptions};
-use crate::exec::backend::{BackendKind, backend_for};
+use crate::exec::backend::backend_for;
 use crate::hints::Failure;
 use crate::redact::Redactor;
 use crate::render::Human;
@@ -112,10 +112,12 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
     }
     // The runtime every sandbox of the suite uses must be registered.
     let backend = backend_for(args.backend);
-    if args.backend == BackendKind::Local {
-        eprintln!(
-            "warning: --executor local runs every task's code, its verifier included, on this host: NOT a sandbox"
-        );
+    // A task's verifier writes /tests and /logs and runs as root: only a
+    // sandbox of its own can hold it.
+    if !backend.capabilities().isolated {
+        return Err(EvalError::Exec(crate::exec::ExecError::Unsupported(
+            "grade tasks: runner eval needs an isolated backend",
+        )));
     }
     let runtime = backend.check_runtime(args.runtime.as_deref()).await?;
     let memory_bytes = args

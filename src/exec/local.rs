@@ -453,7 +453,15 @@ impl Executor for LocalExecutor {
     /// `dest` is a path on this host (relative ones are taken from the
     /// workdir).
     async fn upload_dir(&self, host: &Path, dest: &str) -> Result<(), ExecError> {
+        // Host paths are the host's: an absolute destination (a task's
+        // /tests) would land in the host's root, so only the working
+        // directory and what is under it can be written.
         let dest = self.workdir.join(dest);
+        if !crate::workspace::is_inside(&dest, &self.workdir) {
+            return Err(ExecError::Unsupported(
+                "copy files outside its working directory (commands run on this host)",
+            ));
+        }
         let host = host.to_path_buf();
         tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&dest)?;
