@@ -20,9 +20,9 @@ mod lifeline;
 mod oom;
 mod run;
 mod seed;
+mod workspace;
 
 use client::ENGINE;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -41,8 +41,8 @@ pub use container::{LABEL_MANAGED, LABEL_OWNER_PID, LABEL_RUN_ID, MANAGED_VALUE}
 pub use engine::{EngineInfo, Kernel, REGISTER_RUNTIME_HINT, RuntimeInfo, SandboxSecurity};
 pub use gc::{GcReport, gc};
 pub use seed::seed_workspace;
+pub use workspace::recover_disks;
 
-use super::disk::Disk;
 use super::{ExecError, ExecOutput, ExecRequest, Executor};
 use crate::redact::Redactor;
 use client::{CALL_TIMEOUT, call, short};
@@ -50,24 +50,10 @@ use config::{numeric_user, user_is_root};
 use container::WorkspaceMount;
 use lifeline::Lifeline;
 use oom::OomCounter;
+use workspace::{Workspace, finish_disk, prepare_bind};
 
 /// Longest the panic-path cleanup may block a dropping thread.
 const DROP_CLEANUP_LIMIT: Duration = Duration::from_secs(40);
-
-/// How the host workspace is tied to the container.
-#[derive(Debug)]
-enum Workspace {
-    /// Bind-mounted as it is (`--disk unlimited`, or runner is not root):
-    /// commands run as the directory's owner; nothing is chowned.
-    Bind { host: PathBuf },
-    /// Copied into a size-limited filesystem which is bind-mounted, and
-    /// copied back when the sandbox ends (`None` once it has been).
-    Disk {
-        disk: std::sync::Mutex<Option<Disk>>,
-    },
-    /// Copied through an anonymous volume that goes with the container.
-    Copy { host: PathBuf },
-}
 
 /// A run's sandbox: one container, commands executed in it one at a time.
 pub struct DockerExecutor {
@@ -338,98 +324,6 @@ impl DockerExecutor {
         }
         Ok(())
     }
-}
-
-/// Bind-mounts the workspace: through a size-limited filesystem when a
-/// limit is set and runner can mount one, else as it is (a loosening),
-/// with commands running as the directory's owner so nothing is chowned.
-async fn prepare_bind(
-    cfg: &DockerConfig,
-    host_dir: &std::path::Path,
-    user: &mut String,
-    loosenings: &mut Vec<String>,
-) -> Result<Workspace, ExecError> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(host_dir)?;
-    let dir_owner = (meta.uid(), meta.gid());
-    match cfg.disk_bytes {
-        Some(size) if Disk::supported() => {
-            let sandbox_owner = numeric_user(user).unwrap_or((0, 0));
-            let (host, run_id) = (host_dir.to_path_buf(), cfg.run_id.clone());
-            let disk = tokio::task::spawn_blocking(move || {
-                Disk::create(size, &run_id, &host, sandbox_owner, Some(dir_owner))
-            })
-            .await
-            .map_err(|e| ExecError::Spawn(format!("making the workspace disk: {e}")))?
-            .map_err(|e| ExecError::Workspace(e.to_string()))?;
-            Ok(Workspace::Disk {
-                disk: std::sync::Mutex::new(Some(disk)),
-            })
-        }
-        limit => {
-            if limit.is_some() {
-                loosenings.push(
-                    "workspace size not bounded: the size-limited filesystem (--disk) needs root"
-                        .to_string(),
-                );
-            }
-            *user = format!("{}:{}", dir_owner.0, dir_owner.1);
-            if user_is_root(user) && !loosenings.iter().any(|l| l.contains("as root")) {
-                loosenings.push(format!(
-                    "commands run as root ('{user}'): the bind-mounted workspace {} is owned by root",
-                    host_dir.display()
-                ));
-            }
-            Ok(Workspace::Bind {
-                host: host_dir.to_path_buf(),
-            })
-        }
-    }
-}
-
-/// Copies a disk's work back (when `collect`) and removes it.
-async fn finish_disk(disk: Disk, collect: bool) -> Result<(), ExecError> {
-    let r = tokio::task::spawn_blocking(move || {
-        let mut disk = disk;
-        if collect {
-            disk.finish().map(|rep| {
-                if !rep.skipped.is_empty() {
-                    tracing::warn!(skipped = ?rep.skipped, "workspace entries not copied back (special files)");
-                }
-            })
-        } else {
-            disk.release_without_copy()
-        }
-    })
-    .await
-    .map_err(|e| ExecError::Spawn(format!("collecting the workspace: {e}")))?;
-    r.map_err(|e| ExecError::Workspace(e.to_string()))
-}
-
-/// Gives dead runs' work back to their workspaces and removes their disks
-/// (see [`crate::exec::disk::recover_abandoned`]).
-pub async fn recover_disks(docker: &Docker) -> crate::exec::disk::Recovered {
-    // Runs that still have a container (a dead runner's sandbox that has
-    // not ended yet) keep their disk until it has.
-    let busy = match gc::run_ids_with_containers(docker).await {
-        Ok(ids) => ids,
-        Err(e) => {
-            tracing::warn!("not recovering workspace disks: {e}");
-            return crate::exec::disk::Recovered::default();
-        }
-    };
-    let r = tokio::task::spawn_blocking(move || {
-        crate::exec::disk::recover_abandoned(&|id| busy.contains(id))
-    })
-    .await
-    .unwrap_or_default();
-    for ws in &r.restored {
-        tracing::warn!("gave a dead run's work back to {}", ws.display());
-    }
-    for e in &r.errors {
-        tracing::warn!("recovering a dead run's workspace disk: {e}");
-    }
-    r
 }
 
 #[async_trait]
