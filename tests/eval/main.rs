@@ -4,10 +4,9 @@
 //! These tests need Docker and the runner-sandbox images; without them
 //! they FAIL with a message saying what to do.
 
-#[path = "../util/mod.rs"]
-mod util;
+#[path = "../support/mod.rs"]
+mod support;
 
-mod common;
 mod concurrency;
 mod junit;
 mod suite;

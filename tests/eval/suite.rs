@@ -3,10 +3,11 @@
 
 use std::path::PathBuf;
 
-use crate::common::{
-    TINY, assert_clean, eval_cmd, prelude, report, run_with_pid, statuses, task, toml,
+use crate::support::binary::{Dir, run};
+use crate::support::docker::TINY;
+use crate::support::eval::{
+    assert_clean, eval_cmd, prelude, report, run_with_pid, statuses, task, toml,
 };
-use crate::util::{Dir, run};
 
 fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/tasks")

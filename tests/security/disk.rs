@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::util::{Dir, Exec, of_type, run};
+use crate::support::binary::{Dir, Exec, Live, Ran, of_type, run};
 
 const LIMIT_MIB: u64 = 64;
 
@@ -117,7 +117,7 @@ fn writing_three_times_the_disk_limit_stops_at_the_limit() {
     let out = child.wait_with_output().expect("runner finishes");
     done.store(true, Ordering::Relaxed);
     sampler.join().expect("sampler");
-    let ran = crate::util::Ran {
+    let ran = Ran {
         out,
         desc: format!("{cmd:?}"),
         elapsed: Duration::ZERO,
@@ -191,7 +191,7 @@ fn the_work_of_a_sigkilled_run_comes_back_with_gc() {
     cmd.env("HOME", home.path())
         .args(Exec::Docker.args())
         .args(["--workspace", ".", "--disk", "64m", "x"]);
-    let mut live = crate::util::Live::spawn(&mut cmd);
+    let mut live = Live::spawn(&mut cmd);
     live.wait_for("tool_call", Duration::from_secs(60));
     let pid = live.child.id();
     let until = std::time::Instant::now() + Duration::from_secs(20);

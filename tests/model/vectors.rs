@@ -6,13 +6,9 @@
 //! Not replayed: vector 21 (Ollama's native `/api/chat` NDJSON), which no
 //! client here speaks; Ollama is covered through its `/v1` API (vector 13).
 
-mod common;
-
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::fake_model::{FakeResponse, FakeServer};
-use common::vectors::*;
 use runner::model::anthropic::{AnthropicModel, DEFAULT_ANTHROPIC_BASE_URL};
 use runner::model::http::ApiConfig;
 use runner::model::openai::{DEFAULT_OPENAI_BASE_URL, OpenAiModel};
@@ -22,6 +18,9 @@ use runner::model::{
     ToolSpec,
 };
 use serde_json::{Value, json};
+
+use crate::recorded::*;
+use crate::support::fake_model::{FakeResponse, FakeServer};
 
 // ---------------------------------------------------------------- driving
 

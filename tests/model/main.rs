@@ -1,0 +1,11 @@
+//! The model clients against fake Anthropic and OpenAI servers on loopback:
+//! the recorded API exchanges of `../shared/llm-vectors` replayed through
+//! the real clients, and client behaviour beyond them (timeouts, retries,
+//! key errors, chunking). Needs no Docker.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod clients;
+mod recorded;
+mod vectors;
