@@ -18,8 +18,8 @@ use crate::support::binary::{
     Dir, Exec, Live, bash, kv, of_type, outcome, peak_rss_kib, run, run_id_of, script,
 };
 use crate::support::docker::{
-    BOOKWORM, abandoned_runner_objects, containers_of_run, docker_cli, now_secs, require_images,
-    runtime_args, test_runtime_forces_no_network, volumes_of_run,
+    BOOKWORM, containers_of_run, docker_cli, require_images, runtime_args,
+    test_runtime_forces_no_network, volumes_of_run,
 };
 // One test at a time: the flood measures the runner's memory and the OOM
 // test its container's; on 2 shared cores they must not overlap.
@@ -98,19 +98,31 @@ fn sigkill_mid_command_then_gc_leaves_nothing() {
     // A SIGKILLed runner cannot clean up: its container and volume are
     // left for gc (unless another runner's start-up sweep on the same
     // engine gets there first).
-    let left = containers_of_run(&run_id).len() + volumes_of_run(&run_id).len();
-    eprintln!("left by the SIGKILLed runner: {left} objects");
+    let containers = containers_of_run(&run_id);
+    let volumes = volumes_of_run(&run_id);
+    eprintln!("left by the SIGKILLed runner: containers {containers:?}, volumes {volumes:?}");
 
-    let gc_started = now_secs();
+    // gc sweeps the whole engine, which other processes share: its exit
+    // code and its warnings also speak of their objects (an image build's
+    // containers, another suite's runs), so only what it did with this
+    // run's objects is judged.
     let r = run(d.runner().arg("gc"));
-    r.expect_code(0);
     assert!(r.stderr().contains("gc: removed"), "{}", r.explain());
-    assert!(containers_of_run(&run_id).is_empty(), "{}", r.explain());
-    assert!(volumes_of_run(&run_id).is_empty());
-    for kind in ["ps", "volume"] {
-        let left = abandoned_runner_objects(kind, gc_started);
-        assert!(left.is_empty(), "abandoned {kind} left after gc: {left:?}");
+    // gc names a container by the first 12 characters of its id.
+    let ours: Vec<&str> = containers
+        .iter()
+        .map(|c| &c[..c.len().min(12)])
+        .chain(volumes.iter().map(String::as_str))
+        .collect();
+    for warning in r.stderr().lines().filter(|l| l.starts_with("warning:")) {
+        assert!(
+            !ours.iter().any(|o| warning.contains(o)),
+            "gc could not remove this run's objects{}",
+            r.explain()
+        );
     }
+    assert!(containers_of_run(&run_id).is_empty(), "{}", r.explain());
+    assert!(volumes_of_run(&run_id).is_empty(), "{}", r.explain());
 }
 
 /// socat forwarding a loopback port to the Docker socket, in its own

@@ -311,7 +311,11 @@ async fn sigkilled_runner_leaves_nothing_gc_misses() {
         .lines()
         .map_while(Result::ok)
         .find(|l| l.starts_with("STARTED "));
-    assert!(line.is_some(), "helper did not start a sandbox");
+    let cid = line
+        .as_deref()
+        .and_then(|l| l.strip_prefix("STARTED "))
+        .expect("helper did not start a sandbox")
+        .to_string();
     assert_eq!(containers_of(&d, &id).await.len(), 1);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
@@ -329,6 +333,13 @@ async fn sigkilled_runner_leaves_nothing_gc_misses() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The sweep covers the whole engine, which other processes share: only
+    // what it says of this run's container counts (it names containers by
+    // the first 12 characters of their id).
     let report = gc(&d).await.unwrap();
-    assert!(report.errors.is_empty(), "{report:?}");
+    let short = &cid[..cid.len().min(12)];
+    assert!(
+        !report.errors.iter().any(|e| e.contains(short)),
+        "{report:?}"
+    );
 }
