@@ -4,7 +4,7 @@
 CARGO ?= cargo
 RUNNER := target/debug/runner
 
-.PHONY: demo-run all build test test-runsc lint fmt sandbox-image sandbox-tiny sandbox-full demo clean-runs bench bench-quick bench-images eval-demo
+.PHONY: demo-run all build test test-unit test-runsc lint fmt sandbox-image sandbox-tiny sandbox-full demo clean-runs bench bench-quick bench-images eval-demo
 
 all: build
 
@@ -26,13 +26,28 @@ test: sandbox-image
 	$(CARGO) test --lib --bins --tests -- --test-threads=2
 	$(MAKE) test-runsc
 
+## What needs no Docker, on a machine without it: the unit tests, the local executor (tests/local),
+## the model clients (tests/model), the binary's tests outside its `docker` modules (tests/cli), and
+## the few tests of the docker suites that stop before any engine is reached (usage errors, an
+## unreachable engine). Tests that need Docker fail without it, so they are filtered out here.
+test-unit:
+	$(CARGO) test --lib --bins --test local --test model -- --test-threads=2
+	$(CARGO) test --test cli -- --test-threads=2 --skip docker::
+	$(CARGO) test --test docker -- --test-threads=2 lifecycle::unreachable_or_hanging_docker_fails_fast
+	$(CARGO) test --test eval -- --test-threads=2 \
+		suite::wrong_types_in_task_toml_name_the_file_and_key \
+		suite::model_agent_without_a_key_fails_before_any_sandbox
+	$(CARGO) test --test security -- --test-threads=2 command_timeout:: \
+		kill::local_executor_tells_the_model_about_killed_background_processes
+
 ## The docker security tests with every sandbox on gVisor: the executor's tests, the binary's
-## docker tests and tests/security with RUNNER_TEST_RUNTIME=runsc (runsc must be registered
-## with the engine, as .ci/run does; they fail otherwise). The eval suites stay on runc only
-## (Debian's runsc 20221219 rejects the statx flags of bookworm's coreutils, see README).
+## docker tests (the `docker` modules of tests/cli) and tests/security with
+## RUNNER_TEST_RUNTIME=runsc (runsc must be registered with the engine, as .ci/run does; they fail
+## otherwise). The eval suites stay on runc only (Debian's runsc 20221219 rejects the statx flags
+## of bookworm's coreutils, see README).
 test-runsc: sandbox-image
-	RUNNER_TEST_RUNTIME=runsc $(CARGO) test --test docker --test cli_docker --test security -- --test-threads=2
-	RUNNER_TEST_RUNTIME=runsc $(CARGO) test --test cli_scripted -- --test-threads=2 docker::
+	RUNNER_TEST_RUNTIME=runsc $(CARGO) test --test docker --test security -- --test-threads=2
+	RUNNER_TEST_RUNTIME=runsc $(CARGO) test --test cli -- --test-threads=2 docker::
 
 lint:
 	$(CARGO) fmt --check

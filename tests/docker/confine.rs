@@ -5,8 +5,11 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::common::*;
 use runner::exec::Executor;
+
+use crate::support::docker::{BOOKWORM, require_images};
+use crate::support::executor::*;
+use crate::support::serial::serial;
 
 const PROBE: &str = include_str!("../../sandbox/probe.sh");
 const CANARY_VAR: &str = "RUNNER_TEST_CANARY_SECRET";
@@ -181,16 +184,12 @@ async fn workspace_links_never_touch_host_files() {
 async fn full_image_python_egress_blocked() {
     let _s = serial();
     let d = docker().await;
-    if d.inspect_image("runner-sandbox:bookworm").await.is_err() {
-        panic!(
-            "image runner-sandbox:bookworm is missing: run `make sandbox-image` (bash sandbox/build-full.sh)"
-        );
-    }
+    require_images(&[BOOKWORM]);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let mut c = cfg("pyegress");
-    c.image = "runner-sandbox:bookworm".into();
+    c.image = BOOKWORM.into();
     let id = c.run_id.clone();
     let ex = start(c).await;
     let py = format!(

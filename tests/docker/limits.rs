@@ -3,8 +3,10 @@
 
 use std::time::Instant;
 
-use crate::common::*;
 use runner::exec::Executor;
+
+use crate::support::executor::*;
+use crate::support::serial::serial;
 
 #[tokio::test]
 async fn timeout_kills_every_process_and_container_serves_next_call() {

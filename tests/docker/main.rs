@@ -1,13 +1,16 @@
-//! Integration tests of the docker executor against the real engine.
+//! Integration tests of the docker executor against the real engine. They
+//! FAIL (never skip) without a running engine and `runner-sandbox:tiny`.
 
 // A test that unwraps fails loudly, which is what a test should do; the
 // crate denies both outside tests ([lints] in Cargo.toml).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 // Each #[tokio::test] has its own runtime; the serial lock is held across
-// awaits on purpose so tests never overlap (see common::serial).
+// awaits on purpose so tests never overlap (see support::serial).
 #![allow(clippy::await_holding_lock)]
 
-mod common;
+#[path = "../support/mod.rs"]
+mod support;
+
 mod confine;
 mod lifecycle;
 mod limits;

@@ -4,7 +4,9 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::*;
+use crate::support::docker::TINY;
+use crate::support::executor::*;
+use crate::support::serial::serial;
 
 fn mean(v: &[Duration]) -> f64 {
     v.iter().map(Duration::as_secs_f64).sum::<f64>() / v.len() as f64 * 1000.0

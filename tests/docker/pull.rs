@@ -10,7 +10,9 @@ use futures::StreamExt;
 use runner::exec::ExecError;
 use runner::exec::docker::DockerExecutor;
 
-use crate::common::*;
+use crate::support::docker::TINY;
+use crate::support::executor::*;
+use crate::support::serial::serial;
 
 /// A registry serving from a temp dir on a loopback port.
 struct Registry {

@@ -3,10 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{
-    TINY, assert_clean, eval_cmd, prelude, report, run_with_pid, statuses, task, toml,
+use crate::support::binary::{Dir, Ran};
+use crate::support::docker::TINY;
+use crate::support::eval::{
+    assert_clean, eval_cmd, prelude, report, run_with_pid, statuses, task, toml,
 };
-use crate::util::Dir;
 
 /// 20 tasks whose solution takes `work` seconds.
 fn twenty(d: &Dir, work: &str) {
@@ -96,7 +97,7 @@ fn sigint_mid_suite_stops_cleans_up_writes_reports_and_exits_130() {
     .expect("send SIGINT");
     let t = Instant::now();
     let out = child.wait_with_output().expect("wait");
-    let ran = crate::util::Ran {
+    let ran = Ran {
         out,
         desc: "runner eval suite --jobs 4 (SIGINT)".into(),
         elapsed: t.elapsed(),

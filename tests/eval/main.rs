@@ -8,10 +8,9 @@
 // crate denies both outside tests ([lints] in Cargo.toml).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../util/mod.rs"]
-mod util;
+#[path = "../support/mod.rs"]
+mod support;
 
-mod common;
 mod concurrency;
 mod junit;
 mod suite;

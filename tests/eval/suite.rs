@@ -3,10 +3,11 @@
 
 use std::path::PathBuf;
 
-use crate::common::{
-    TINY, assert_clean, eval_cmd, prelude, report, run_with_pid, statuses, task, toml,
+use crate::support::binary::{Dir, run};
+use crate::support::docker::{TINY, docker_cli};
+use crate::support::eval::{
+    assert_clean, eval_cmd, prelude, report, run_with_pid, statuses, task, toml,
 };
-use crate::util::{Dir, run};
 
 fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/tasks")
@@ -19,6 +20,9 @@ fn example_suite_oracle_passes_every_task_and_nop_fails_every_task() {
     let ex = examples();
     let ex = ex.to_str().expect("utf-8 path");
 
+    // The task images are a cache other processes on the engine may share:
+    // the ones already there are not this test's to remove.
+    let cached = task_images();
     let (ran, pid) = run_with_pid(eval_cmd(&d, &[ex, "--agent", "oracle", "--jobs", "3"]));
     ran.expect_code(0);
     assert_clean(pid, &ran.desc);
@@ -91,14 +95,30 @@ fn example_suite_oracle_passes_every_task_and_nop_fails_every_task() {
         "every nop attempt is a <failure>"
     );
 
-    // The built task images are a cache; this test leaves none behind.
-    let mut images = images;
-    images.sort();
-    images.dedup();
-    let _ = std::process::Command::new("docker")
-        .args(["image", "rm"])
-        .args(&images)
-        .output();
+    // The task images this test built are a cache; it leaves none behind,
+    // and removes none it did not build.
+    let mut built: Vec<String> = images.into_iter().filter(|i| !cached.contains(i)).collect();
+    built.sort();
+    built.dedup();
+    if !built.is_empty() {
+        let _ = std::process::Command::new("docker")
+            .args(["image", "rm"])
+            .args(&built)
+            .output();
+    }
+}
+
+/// The task images on the engine, as `runner-task:TAG`.
+fn task_images() -> Vec<String> {
+    docker_cli(&[
+        "images",
+        "runner-task",
+        "--format",
+        "{{.Repository}}:{{.Tag}}",
+    ])
+    .lines()
+    .map(str::to_string)
+    .collect()
 }
 
 #[test]

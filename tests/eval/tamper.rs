@@ -4,8 +4,9 @@
 
 use serde_json::json;
 
-use crate::common::{BOOKWORM, assert_clean, eval_cmd, prelude, report, run_with_pid, task, toml};
-use crate::util::Dir;
+use crate::support::binary::{Dir, Ran, bash};
+use crate::support::docker::{BOOKWORM, TINY};
+use crate::support::eval::{assert_clean, eval_cmd, prelude, report, run_with_pid, task, toml};
 
 const TEST_SH: &str = "#!/bin/bash
 mkdir -p /logs/verifier
@@ -51,10 +52,6 @@ const FAKE_BIN: &str =
     "#!/bin/sh\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; exit 0\n";
 const FAKE_PY_MODULE: &str = "import os\nos.makedirs('/logs/verifier', exist_ok=True)\nopen('/logs/verifier/reward.txt', 'w').write('1')\nos._exit(0)\n";
 const CONFTEST: &str = "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    outcome = yield\n    outcome.get_result().outcome = 'passed'\n";
-
-fn bash(cmd: &str) -> serde_json::Value {
-    json!({"name": "bash", "input": {"command": cmd}})
-}
 
 fn write(path: &str, text: &str) -> String {
     format!(
@@ -139,7 +136,7 @@ fn suite(d: &Dir) {
     );
 }
 
-fn run_script(d: &Dir, script: serde_json::Value) -> (crate::util::Ran, serde_json::Value) {
+fn run_script(d: &Dir, script: serde_json::Value) -> (Ran, serde_json::Value) {
     let path = d.write("script.json", &script.to_string());
     let path = path.to_str().expect("utf-8 path");
     let (ran, pid) = run_with_pid(eval_cmd(
@@ -172,7 +169,7 @@ fn links_into_the_verifiers_files_are_removed_before_grading() {
         "copy",
         &[
             ("instruction.md", "Write the secret to out.txt\n"),
-            ("task.toml", &toml(crate::common::TINY, 60, 60)),
+            ("task.toml", &toml(TINY, 60, 60)),
             ("tests/expected.txt", "s3cret\n"),
             (
                 "tests/test.sh",

@@ -1,8 +1,9 @@
 //! Timeouts: a hanging verifier is an infrastructure error; an agent that
 //! runs out of time is recorded as such and still graded.
 
-use crate::common::{TINY, assert_clean, eval_cmd, prelude, report, run_with_pid, task, toml};
-use crate::util::Dir;
+use crate::support::binary::Dir;
+use crate::support::docker::TINY;
+use crate::support::eval::{assert_clean, eval_cmd, prelude, report, run_with_pid, task, toml};
 
 #[test]
 fn hanging_verifier_is_stopped_and_recorded_as_an_infrastructure_error() {

@@ -2,9 +2,11 @@
 //! error naming both values, in a run and in `runner eval`, instead of
 //! being raised in silence.
 
-use crate::util::{Dir, run};
+use crate::support::binary::{Dir, Ran, run};
+use crate::support::docker::TINY;
+use crate::support::eval::{eval, task, toml};
 
-fn check_refused(ran: &crate::util::Ran) {
+fn check_refused(ran: &Ran) {
     let explain = ran.explain();
     ran.expect_code(2);
     let err = ran.stderr();
@@ -44,19 +46,16 @@ fn a_max_command_timeout_below_the_timeout_is_a_usage_error() {
 fn eval_refuses_a_max_command_timeout_below_the_timeout() {
     let d = Dir::new();
     let script = d.write("script.json", r#"[{"text": "done"}]"#);
-    crate::eval_common::task(
+    task(
         d.path(),
         "t",
         &[
             ("instruction.md", "nothing\n"),
-            (
-                "task.toml",
-                &crate::eval_common::toml(crate::eval_common::TINY, 30, 30),
-            ),
+            ("task.toml", &toml(TINY, 30, 30)),
             ("tests/test.sh", "echo 1 > /logs/verifier/reward.txt\n"),
         ],
     );
-    let ran = crate::eval_common::eval(
+    let ran = eval(
         &d,
         &[
             "t",

@@ -10,16 +10,14 @@ use std::time::{Duration, Instant};
 use bollard::Docker;
 use bollard::models::ContainerCreateBody;
 use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
-use runner::exec::docker::gc;
+use runner::exec::docker::{
+    LABEL_CREATED, LABEL_EXPIRES, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID,
+    LABEL_OWNER_START, LABEL_RUN_ID, LABEL_TASK, MANAGED_VALUE, gc,
+};
 
-use crate::docker_common::*;
-
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .to_string()
-}
+use crate::support::docker::{TINY, docker_cli, host_name};
+use crate::support::executor::{docker, run_id};
+use crate::support::serial::serial;
 
 /// Field `n` (1-based, as in proc(5)) of /proc/PID/stat.
 fn stat_field(pid: u32, n: usize) -> String {
@@ -31,13 +29,13 @@ fn stat_field(pid: u32, n: usize) -> String {
 /// The labels runner puts on a sandbox owned by `pid`.
 fn owner_labels(run_id: &str, pid: u32, start: &str) -> HashMap<String, String> {
     HashMap::from([
-        ("runner.managed-by".to_string(), "runner".to_string()),
-        ("runner.run-id".to_string(), run_id.to_string()),
-        ("runner.owner-pid".to_string(), pid.to_string()),
-        ("runner.owner-start".to_string(), start.to_string()),
-        ("runner.owner-host".to_string(), host_name()),
-        ("runner.created".to_string(), "1".to_string()),
-        ("runner.expires".to_string(), "99999999999".to_string()),
+        (LABEL_MANAGED.to_string(), MANAGED_VALUE.to_string()),
+        (LABEL_RUN_ID.to_string(), run_id.to_string()),
+        (LABEL_OWNER_PID.to_string(), pid.to_string()),
+        (LABEL_OWNER_START.to_string(), start.to_string()),
+        (LABEL_OWNER_HOST.to_string(), host_name()),
+        (LABEL_CREATED.to_string(), "1".to_string()),
+        (LABEL_EXPIRES.to_string(), "99999999999".to_string()),
     ])
 }
 
@@ -109,8 +107,8 @@ async fn gc_spares_containers_that_merely_carry_runner_labels() {
     .await;
     // A build container of a runner-built image: runner's label, no owner.
     let mut build_labels = HashMap::new();
-    build_labels.insert("runner.managed-by".to_string(), "runner".to_string());
-    build_labels.insert("runner.task".to_string(), "t".to_string());
+    build_labels.insert(LABEL_MANAGED.to_string(), MANAGED_VALUE.to_string());
+    build_labels.insert(LABEL_TASK.to_string(), "t".to_string());
     let build = create(&d, &format!("{run_id}-build"), build_labels).await;
     let report = gc(&d).await.unwrap();
     remove(&d, &copied).await;
@@ -173,12 +171,12 @@ async fn gc_during_a_build_from_a_labelled_image_leaves_the_build_alone() {
     // Wait for the build's container, then sweep.
     let until = Instant::now() + Duration::from_secs(20);
     let step_container = loop {
-        let ps = crate::util::docker(&[
+        let ps = docker_cli(&[
             "ps",
             "-q",
             "--no-trunc",
             "--filter",
-            &format!("label=runner.run-id={run_id}"),
+            &format!("label={LABEL_RUN_ID}={run_id}"),
         ]);
         if let Some(id) = ps.lines().next() {
             break id.to_string();

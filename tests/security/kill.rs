@@ -12,10 +12,11 @@ use std::time::Duration;
 use runner::exec::docker::DockerExecutor;
 use runner::exec::local::{LocalConfig, LocalExecutor};
 use runner::exec::{ExecError, Executor};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::docker_common::*;
-use crate::util::{Dir, Exec, of_type, run as run_cli};
+use crate::support::binary::{Dir, Exec, bash, of_type, run as run_cli, script};
+use crate::support::executor::*;
+use crate::support::serial::serial;
 
 /// What `pids.max` of the container is now.
 async fn pids_max(ex: &DockerExecutor) -> String {
@@ -238,16 +239,6 @@ fn host_pid_of(cid: &str, args: &str) -> Option<u32> {
                 .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == args)
                 .unwrap_or(false)
         })
-}
-
-fn script(dir: &Dir, turns: Value) -> String {
-    dir.write("script.json", &turns.to_string())
-        .display()
-        .to_string()
-}
-
-fn bash(cmd: &str) -> Value {
-    json!({"name": "bash", "input": {"command": cmd}})
 }
 
 /// Through the binary: by default the next command sees none of the

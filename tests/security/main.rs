@@ -11,17 +11,8 @@
 // awaits on purpose so the docker tests never overlap.
 #![allow(clippy::await_holding_lock)]
 
-#[allow(dead_code)]
-#[path = "../docker/common.rs"]
-mod docker_common;
-#[path = "../util/mod.rs"]
-mod util;
-
-#[path = "../common/mod.rs"]
-mod common;
-
-#[path = "../eval/common.rs"]
-mod eval_common;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod command_timeout;
 mod disk;

@@ -8,10 +8,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::eval_common::{TINY, assert_clean, eval_cmd, prelude, report, run_with_pid, task, toml};
-use crate::util::{
-    Dir, Exec, Ran, docker_labelled_containers, of_type, outcome, read_jsonl, run, run_id_of,
-};
+use crate::support::binary::{Dir, Exec, Ran, of_type, outcome, read_jsonl, run, run_id_of};
+use crate::support::docker::{TINY, containers_of_run};
+use crate::support::eval::{assert_clean, eval_cmd, prelude, report, run_with_pid, task, toml};
 
 /// The limit passed with --max-command-timeout, easy to spot in results.
 const MAX_SECS: &str = "37";
@@ -78,10 +77,7 @@ fn odd_timeouts_from_the_model_are_clamped_or_refused_and_the_run_ends_normally(
         "{started}"
     );
     let id = run_id_of(&events);
-    assert!(
-        docker_labelled_containers(&id).is_empty(),
-        "sandbox removed"
-    );
+    assert!(containers_of_run(&id).is_empty(), "sandbox removed");
 }
 
 #[test]
@@ -117,7 +113,7 @@ fn a_panic_inside_a_run_ends_it_as_an_error_with_a_complete_trajectory() {
     // The sandbox was still shut down.
     let id = run_id_of(&events);
     assert!(
-        docker_labelled_containers(&id).is_empty(),
+        containers_of_run(&id).is_empty(),
         "sandbox removed{explain}"
     );
 }

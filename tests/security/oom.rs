@@ -6,10 +6,10 @@
 use runner::exec::Executor;
 use serde_json::json;
 
-use crate::docker_common::*;
-use crate::util::{Dir, of_type, require_docker, run as run_cli};
-
-const BOOKWORM: &str = "runner-sandbox:bookworm";
+use crate::support::binary::{Dir, of_type, run as run_cli};
+use crate::support::docker::{BOOKWORM, require_images};
+use crate::support::executor::*;
+use crate::support::serial::serial;
 
 /// Allocates (and touches) 1 GiB: far over a 256 MiB limit.
 const HOG: &str = "python3 -c 'b=bytearray(1<<30)'";
@@ -18,10 +18,7 @@ const HOG: &str = "python3 -c 'b=bytearray(1<<30)'";
 async fn oom_of_a_pipeline_member_or_a_child_is_reported() {
     let _s = serial();
     let d = docker().await;
-    assert!(
-        d.inspect_image(BOOKWORM).await.is_ok(),
-        "image {BOOKWORM} is missing: run `make sandbox-image`"
-    );
+    require_images(&[BOOKWORM]);
     let mut c = cfg("sec-oom");
     c.image = BOOKWORM.into();
     c.memory_bytes = 256 << 20;
@@ -76,7 +73,7 @@ async fn oom_of_a_pipeline_member_or_a_child_is_reported() {
 #[test]
 fn oom_of_a_pipeline_member_reaches_the_trajectory() {
     let _s = serial();
-    require_docker();
+    require_images(&[BOOKWORM]);
     let d = Dir::new();
     let s = d
         .write(

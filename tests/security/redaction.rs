@@ -8,41 +8,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::common::fake_model::{FakeResponse, FakeServer};
-use crate::eval_common::{TINY, assert_clean, eval_cmd, prelude, report, run_with_pid, task, toml};
-use crate::util::{Dir, Ran, read_jsonl, run};
+use runner::exec::docker::LABEL_RUN_ID;
+
+use crate::support::binary::{Dir, Ran, bash, read_jsonl, run, script, walk};
+use crate::support::docker::{TINY, running_containers_of_owner};
+use crate::support::eval::{assert_clean, eval_cmd, prelude, report, run_with_pid, task, toml};
+use crate::support::fake_model::{FakeResponse, FakeServer, anthropic_events};
 
 /// The deploy token of these tests: long enough for any rule, and made of
 /// characters no run id, path or marker contains by chance.
 const TOKEN: &str = "dt-7Qx2LmZ9pV4kW3";
-
-fn bash(cmd: &str) -> Value {
-    json!({"name": "bash", "input": {"command": cmd}})
-}
-
-/// Writes the scripted model's turns to `script.json` (the only file that
-/// may hold the secret: the test wrote it).
-fn script(d: &Dir, turns: Value) -> String {
-    d.write("script.json", &turns.to_string())
-        .display()
-        .to_string()
-}
-
-/// Every regular file under `dir`.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        match e.file_type() {
-            Ok(t) if t.is_dir() => out.extend(walk(&p)),
-            Ok(t) if t.is_file() => out.push(p),
-            _ => {}
-        }
-    }
-    out
-}
 
 fn contains(hay: &[u8], needle: &str) -> bool {
     hay.windows(needle.len()).any(|w| w == needle.as_bytes())
@@ -178,19 +155,8 @@ fn eval_keeps_env_credentials_out_of_every_file_and_the_terminal() {
 fn container_of(pid: u32, within: Duration) -> Option<String> {
     let start = Instant::now();
     while start.elapsed() < within {
-        let o = Command::new("docker")
-            .args([
-                "ps",
-                "-q",
-                "--no-trunc",
-                "--filter",
-                &format!("label=runner.owner-pid={pid}"),
-            ])
-            .output()
-            .expect("docker cli");
-        let ids = String::from_utf8_lossy(&o.stdout).trim().to_string();
-        if !ids.is_empty() {
-            return ids.lines().next().map(str::to_string);
+        if let Some(id) = running_containers_of_owner(pid).into_iter().next() {
+            return Some(id);
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -241,7 +207,7 @@ fn docker_run_keeps_env_credentials_out_of_files_terminal_and_docker_inspect() {
         .unwrap_or_default()
         .to_string();
     assert!(
-        !run_id.is_empty() && inspect.contains(&format!("\"runner.run-id\": \"{run_id}\"")),
+        !run_id.is_empty() && inspect.contains(&format!("\"{LABEL_RUN_ID}\": \"{run_id}\"")),
         "inspected the run's own container ({run_id}): {inspect}"
     );
     assert!(
@@ -359,11 +325,10 @@ fn streamed_model_text_is_redacted_on_the_terminal_even_split_across_deltas() {
         .args(["--env", &format!("DEPLOY_TOKEN={TOKEN}"), "deploy"]));
     ran.expect_code(0);
     server.assert_all_served();
-    let deltas: Vec<String> =
-        crate::common::fake_model::anthropic_events(Some(&text), &[], "end_turn")
-            .iter()
-            .filter_map(|e| e["delta"]["text"].as_str().map(str::to_string))
-            .collect();
+    let deltas: Vec<String> = anthropic_events(Some(&text), &[], "end_turn")
+        .iter()
+        .filter_map(|e| e["delta"]["text"].as_str().map(str::to_string))
+        .collect();
     assert!(
         deltas.len() == 2 && !deltas.iter().any(|p| p.contains(TOKEN)),
         "the token is split between deltas: {deltas:?}"

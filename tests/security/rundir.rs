@@ -7,7 +7,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use crate::util::{Dir, Exec, run};
+use crate::support::binary::{Dir, Exec, of_type, run};
 
 /// A root-owned, mode-600 host file outside everything the run may write.
 fn canary(dir: &Path) -> std::path::PathBuf {
@@ -67,7 +67,7 @@ fn a_link_planted_in_the_run_directory_never_redirects_a_write() {
     // The second command's output went to its own file, in a run directory
     // the sandbox never saw.
     let events = ran.events();
-    let outputs: Vec<String> = crate::util::of_type(&events, "tool_result")
+    let outputs: Vec<String> = of_type(&events, "tool_result")
         .iter()
         .filter_map(|e| e["full_output"].as_str().map(str::to_string))
         .collect();

@@ -11,21 +11,12 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::util::{Dir, TINY_IMAGE, docker, of_type, outcome, require_docker, run};
-
-fn bash(cmd: &str) -> Value {
-    json!({"name": "bash", "input": {"command": cmd}})
-}
-
-fn script(d: &Dir, turns: Value) -> String {
-    d.write("script.json", &turns.to_string())
-        .display()
-        .to_string()
-}
+use crate::support::binary::{Dir, bash, kv, of_type, outcome, read_jsonl, run, run_id_of, script};
+use crate::support::docker::{TINY, containers_of_run, docker_cli, require_docker};
 
 /// `docker info` as JSON.
 fn engine_info() -> Value {
-    serde_json::from_str(&docker(&["info", "--format", "{{json .}}"]))
+    serde_json::from_str(&docker_cli(&["info", "--format", "{{json .}}"]))
         .unwrap_or_else(|e| panic!("docker info is not JSON: {e}"))
 }
 
@@ -51,16 +42,8 @@ fn require_runsc() -> Value {
 /// `runner --provider scripted --script S --json --executor docker --image tiny`.
 fn scripted_docker(d: &Dir, s: &str) -> std::process::Command {
     let mut c = d.scripted(s);
-    c.args(["--executor", "docker", "--image", TINY_IMAGE]);
+    c.args(["--executor", "docker", "--image", TINY]);
     c
-}
-
-/// The `key=value` lines of a command's output.
-fn kv(text: &str) -> std::collections::HashMap<String, String> {
-    text.lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect()
 }
 
 /// What a command sees of its own confinement.
@@ -256,8 +239,8 @@ fn an_unregistered_runtime_exits_2_naming_the_registered_ones() {
     // Nothing started: the trajectory ends with the error, no container.
     let traj = d.trajectory();
     assert_eq!(outcome(&traj), "error");
-    let run_id = crate::util::run_id_of(&traj);
-    assert!(crate::util::docker_labelled_containers(&run_id).is_empty());
+    let run_id = run_id_of(&traj);
+    assert!(containers_of_run(&run_id).is_empty());
 
     // runner eval refuses it before any attempt.
     let task = d.path().join("tasks/t");
@@ -312,7 +295,7 @@ fn write_task(dir: &Path, solve: &str, check: &str) {
             "task.toml",
             format!(
                 "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 60\n\
-                 [environment]\ndocker_image = \"{TINY_IMAGE}\"\ncpus = 1\nmemory_mb = 256\nallow_internet = false\n"
+                 [environment]\ndocker_image = \"{TINY}\"\ncpus = 1\nmemory_mb = 256\nallow_internet = false\n"
             ),
         ),
         ("solution/solve.sh", format!("#!/bin/bash\n{solve}\n")),
@@ -363,7 +346,7 @@ fn eval_runs_agent_and_verifier_on_runsc_and_reports_it() {
     assert!(junit.contains("runtime: runsc"), "{junit}");
     let md = std::fs::read_to_string(d.path().join("summary.md")).expect("summary.md");
     assert!(md.contains("runtime runsc"), "{md}");
-    let traj = crate::util::read_jsonl(Path::new(
+    let traj = read_jsonl(Path::new(
         a["trajectory"].as_str().expect("trajectory path"),
     ));
     let sec = &of_type(&traj, "run_started")[0]["config"]["run"]["sandbox_security"];

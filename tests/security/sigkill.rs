@@ -17,8 +17,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::docker_common::serial;
-use crate::util::{Dir, Exec, docker};
+use runner::exec::docker::{LABEL_MANAGED, LABEL_OWNER_PID, MANAGED_VALUE};
+
+use crate::support::binary::{Dir, Exec};
+use crate::support::docker::{containers_of_owner, volumes_of_owner};
+use crate::support::serial::serial;
 
 /// Exit codes of `die` events of runner containers, by owner pid.
 type Deaths = Arc<Mutex<HashMap<String, Vec<String>>>>;
@@ -33,7 +36,7 @@ fn watch_deaths() -> (std::process::Child, Deaths) {
             "--filter",
             "event=die",
             "--filter",
-            "label=runner.managed-by=runner",
+            &format!("label={LABEL_MANAGED}={MANAGED_VALUE}"),
             "--format",
             "{{json .}}",
         ])
@@ -49,7 +52,7 @@ fn watch_deaths() -> (std::process::Child, Deaths) {
                 continue;
             };
             let attrs = &v["Actor"]["Attributes"];
-            let pid = attrs["runner.owner-pid"].as_str().unwrap_or("").to_string();
+            let pid = attrs[LABEL_OWNER_PID].as_str().unwrap_or("").to_string();
             let code = attrs["exitCode"].as_str().unwrap_or("?").to_string();
             sink.lock().unwrap().entry(pid).or_default().push(code);
         }
@@ -59,16 +62,7 @@ fn watch_deaths() -> (std::process::Child, Deaths) {
 
 /// Containers and volumes owned by the runner process `pid`.
 fn objects_of(pid: u32) -> (Vec<String>, Vec<String>) {
-    let label = format!("label=runner.owner-pid={pid}");
-    let ps = docker(&["ps", "-aq", "--filter", &label]);
-    let vols = docker(&["volume", "ls", "-q", "--filter", &label]);
-    let lines = |s: String| -> Vec<String> {
-        s.lines()
-            .filter(|l| !l.is_empty())
-            .map(str::to_string)
-            .collect()
-    };
-    (lines(ps), lines(vols))
+    (containers_of_owner(pid), volumes_of_owner(pid))
 }
 
 #[test]
@@ -181,7 +175,7 @@ async fn a_failed_copy_back_keeps_the_container_after_the_runner_is_gone() {
     use runner::exec::Executor;
     use runner::exec::docker::WorkspaceMode;
 
-    use crate::docker_common::{cfg, docker, run, start};
+    use crate::support::executor::{cfg, docker, run, start};
 
     let _s = serial();
     let _d = docker().await;

@@ -5,8 +5,9 @@
 
 use serde_json::json;
 
-use crate::eval_common::{TINY, prelude, report, task, toml};
-use crate::util::{Dir, Exec, of_type, outcome, run};
+use crate::support::binary::{Dir, Exec, of_type, outcome, run};
+use crate::support::docker::TINY;
+use crate::support::eval::{prelude, report, statuses, task, toml};
 
 /// Control characters a terminal acts on: C0 but newline and tab, DEL,
 /// and C1. None may reach stderr raw.
@@ -155,6 +156,6 @@ fn eval_task_names_and_verifier_output_are_shown_not_obeyed_and_warnings_carry_n
         "the task name, visible{explain}"
     );
     let r = report(&d, &ran);
-    let st = crate::eval_common::statuses(&r);
+    let st = statuses(&r);
     assert_eq!(st.len(), 2, "{st:?}");
 }

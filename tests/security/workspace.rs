@@ -4,7 +4,7 @@
 
 use std::os::unix::fs::MetadataExt;
 
-use crate::util::{Dir, Exec, run};
+use crate::support::binary::{Dir, Exec, Ran, of_type, run};
 
 #[test]
 fn system_and_credential_directories_are_refused() {
@@ -87,7 +87,7 @@ fn a_users_directory_is_never_chowned() {
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
     let out = child.wait_with_output().expect("wait");
-    let ran = crate::util::Ran {
+    let ran = Ran {
         out,
         desc: format!("{cmd:?}"),
         elapsed: std::time::Duration::ZERO,
@@ -115,7 +115,7 @@ fn a_users_directory_is_never_chowned() {
     let ran = run(&mut cmd);
     ran.expect_code(0);
     let events = ran.events();
-    let res = crate::util::of_type(&events, "tool_result");
+    let res = of_type(&events, "tool_result");
     let text = res[0]["output"].as_str().unwrap_or_default();
     assert!(text.starts_with("4242\n4343\n"), "{text}");
     assert!(

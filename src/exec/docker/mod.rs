@@ -30,14 +30,18 @@ use async_trait::async_trait;
 use bollard::Docker;
 
 pub use backend::{DockerBackend, docker_config};
-pub use build::ImageError;
+pub use build::{ImageError, LABEL_TASK};
 pub use client::connect;
 pub use config::{
     CONTAINER_WORKDIR, DEFAULT_CPUS, DEFAULT_DISK_BYTES, DEFAULT_HOME_SIZE_BYTES, DEFAULT_IMAGE,
     DEFAULT_MAX_RUN_SECS, DEFAULT_MEMORY_BYTES, DEFAULT_PIDS_LIMIT, DEFAULT_USER, DockerConfig,
     SANDBOX_HOME, Ulimits, WorkspaceMode,
 };
-pub use container::{LABEL_MANAGED, LABEL_OWNER_PID, LABEL_RUN_ID, MANAGED_VALUE};
+// Every label name is public so tests build their queries and fakes on them.
+pub use container::{
+    LABEL_CREATED, LABEL_EXPIRES, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID,
+    LABEL_OWNER_START, LABEL_RUN_ID, MANAGED_VALUE,
+};
 pub use engine::{EngineInfo, Kernel, REGISTER_RUNTIME_HINT, RuntimeInfo, SandboxSecurity};
 pub use gc::{GcReport, gc};
 pub use seed::seed_workspace;

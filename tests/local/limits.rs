@@ -1,17 +1,12 @@
 //! Resource behaviour of the local executor through the binary: timeouts
 //! kill every process a command started; a flood keeps memory bounded.
 
-// A test that unwraps fails loudly, which is what a test should do; the
-// crate denies both outside tests ([lints] in Cargo.toml).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod util;
-
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use util::{Dir, of_type, outcome};
+
+use crate::support::binary::{Dir, of_type, outcome, peak_rss_kib, process_alive, run};
 
 fn one_command(d: &Dir, cmd: &str) -> String {
     let s =
@@ -28,28 +23,16 @@ fn background_children_die_at_the_timeout() {
         &format!("{marker} & nohup {marker} > /dev/null 2>&1 & {marker}"),
     );
     let start = Instant::now();
-    let r = util::run(
-        d.scripted(&s)
-            .args(["--executor", "local", "--timeout", "2", "go"]),
-    );
+    let r = run(d
+        .scripted(&s)
+        .args(["--executor", "local", "--timeout", "2", "go"]));
     let elapsed = start.elapsed();
     r.expect_code(0);
     assert!(elapsed < Duration::from_secs(4), "took {elapsed:?}");
     let events = r.events();
     let result = of_type(&events, "tool_result")[0];
     assert_eq!(result["timed_out"], true, "{result}");
-    assert!(
-        !util::process_alive(marker),
-        "no process of the command survives"
-    );
-}
-
-/// Peak resident memory of `pid` (VmHWM), in bytes.
-fn peak_rss(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
+    assert!(!process_alive(marker), "no process of the command survives");
 }
 
 #[test]
@@ -67,7 +50,7 @@ fn a_1gb_flood_keeps_memory_bounded_and_counts_every_byte() {
     let mut peak = 0;
     let start = Instant::now();
     while child.try_wait().ok().flatten().is_none() && start.elapsed() < Duration::from_secs(120) {
-        if let Some(rss) = peak_rss(pid) {
+        if let Some(rss) = peak_rss_kib(pid).map(|kib| kib << 10) {
             peak = peak.max(rss);
         }
         std::thread::sleep(Duration::from_millis(20));

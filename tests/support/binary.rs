@@ -1,12 +1,14 @@
-//! Helpers for tests that drive the `runner` binary as a user does. When a
-//! check fails, the command, its directory, stdout and stderr are printed.
-#![allow(dead_code)]
+//! Driving the `runner` binary as a user does. When a check fails, the
+//! command, its directory, stdout and stderr are printed.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use super::docker::{TINY, require_docker, runtime_args};
 
 /// A scratch directory to run `runner` in, with its own `runs/`.
 pub struct Dir {
@@ -151,6 +153,7 @@ impl Ran {
     }
 }
 
+/// Runs `cmd` to its end, capturing stdout and stderr.
 pub fn run(cmd: &mut Command) -> Ran {
     let desc = format!("{cmd:?}");
     let start = Instant::now();
@@ -160,6 +163,40 @@ pub fn run(cmd: &mut Command) -> Ran {
         desc,
         elapsed: start.elapsed(),
     }
+}
+
+/// Writes a scripted model's turns to `script.json` in `dir`; returns its path.
+pub fn script(dir: &Dir, turns: Value) -> String {
+    dir.write("script.json", &turns.to_string())
+        .display()
+        .to_string()
+}
+
+/// A scripted `bash` tool call running `cmd`.
+pub fn bash(cmd: &str) -> Value {
+    json!({"name": "bash", "input": {"command": cmd}})
+}
+
+/// The `key=value` lines of a text (a probe's output), trimmed.
+pub fn kv(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// Every regular file under `dir`, recursively; links are not followed.
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        match e.file_type() {
+            Ok(t) if t.is_dir() => out.extend(walk(&p)),
+            Ok(t) if t.is_file() => out.push(p),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Events of a given type.
@@ -190,37 +227,6 @@ pub fn process_alive(needle: &str) -> bool {
     false
 }
 
-/// Whether a process whose command line contains `needle` runs in a
-/// sandbox of the runner with pid `owner`, as `ps` inside the container
-/// sees it: a gVisor sandbox's processes are not the host's, so
-/// [`process_alive`] cannot see them.
-pub fn sandbox_process_alive(owner: u32, needle: &str) -> bool {
-    let label = format!("label=runner.owner-pid={owner}");
-    let ids = docker(&[
-        "ps",
-        "-q",
-        "--filter",
-        "label=runner.managed-by=runner",
-        "--filter",
-        &label,
-    ]);
-    ids.lines().any(|id| {
-        // A container on its way out answers with an error: nothing runs.
-        Command::new("docker")
-            .args(["exec", id, "ps", "-o", "args"])
-            .output()
-            .is_ok_and(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .any(|l| l.contains(needle) && !l.contains("ps -o"))
-            })
-    })
-}
-
-/// The sandbox image binary tests use (busybox + bash, built by
-/// `make sandbox-image`).
-pub const TINY_IMAGE: &str = "runner-sandbox:tiny";
-
 /// Where a binary test runs commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exec {
@@ -242,7 +248,7 @@ impl Exec {
                     "--executor".into(),
                     "docker".into(),
                     "--image".into(),
-                    TINY_IMAGE.into(),
+                    TINY.into(),
                 ]
             }
         };
@@ -251,134 +257,6 @@ impl Exec {
         }
         a
     }
-}
-
-/// The container runtime docker tests run on: `RUNNER_TEST_RUNTIME` (e.g.
-/// `runsc`, which `make test` sets for its second pass), or the engine's
-/// default when unset.
-pub fn test_runtime() -> Option<String> {
-    std::env::var("RUNNER_TEST_RUNTIME")
-        .ok()
-        .filter(|r| !r.is_empty())
-}
-
-/// Whether the engine starts [`test_runtime`] with its network switched
-/// off whatever the container asks (runsc registered with `--network=none`,
-/// as `.ci/run` does), read from `docker info`.
-pub fn test_runtime_forces_no_network() -> bool {
-    let Some(rt) = test_runtime() else {
-        return false;
-    };
-    let runtimes: Value =
-        serde_json::from_str(&docker(&["info", "--format", "{{json .Runtimes}}"]))
-            .unwrap_or_else(|e| panic!("docker info .Runtimes is not JSON: {e}"));
-    runtimes[rt.as_str()]["runtimeArgs"]
-        .as_array()
-        .is_some_and(|a| a.iter().any(|x| x == "--network=none"))
-}
-
-/// `--runtime NAME` for [`test_runtime`], or nothing.
-pub fn runtime_args() -> Vec<String> {
-    test_runtime()
-        .map(|r| vec!["--runtime".to_string(), r])
-        .unwrap_or_default()
-}
-
-/// Runs the docker CLI, returning trimmed stdout; panics with its stderr
-/// when it fails.
-pub fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("the docker CLI is needed for this test: {e}"));
-    assert!(
-        out.status.success(),
-        "docker {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// Panics unless the Docker engine answers and the tiny image exists.
-pub fn require_docker() {
-    let info = Command::new("docker")
-        .args(["image", "inspect", "--format", "{{.Id}}", TINY_IMAGE])
-        .output();
-    match info {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!(
-            "this test needs a running Docker engine and the image {TINY_IMAGE} \
-             (make sandbox-image): {}",
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Err(e) => panic!("this test needs the docker CLI and a running engine: {e}"),
-    }
-}
-
-/// Ids of runner-labelled objects (`ps` for containers, `volume` for
-/// volumes), narrowed to one run when `run_id` is given.
-pub fn docker_labelled(kind: &str, run_id: Option<&str>) -> Vec<String> {
-    let mut args: Vec<String> = match kind {
-        "ps" => vec!["ps".into(), "-aq".into()],
-        "volume" => vec!["volume".into(), "ls".into(), "-q".into()],
-        other => panic!("unknown docker object kind {other}"),
-    };
-    args.extend(["--filter".into(), "label=runner.managed-by=runner".into()]);
-    if let Some(id) = run_id {
-        args.extend(["--filter".into(), format!("label=runner.run-id={id}")]);
-    }
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    docker(&refs)
-        .lines()
-        .map(str::to_string)
-        .filter(|l| !l.is_empty())
-        .collect()
-}
-
-/// Runner-labelled containers (running or not) of a run.
-pub fn docker_labelled_containers(run_id: &str) -> Vec<String> {
-    docker_labelled("ps", Some(run_id))
-}
-
-/// Runner-labelled containers (`ps`) or volumes (`volume`) created before
-/// `before` (unix seconds) whose owner process is gone: what a `runner gc`
-/// started at `before` must leave none of. Objects of live runners (other
-/// tests on the same engine) and newer ones do not count.
-pub fn abandoned_runner_objects(kind: &str, before: u64) -> Vec<String> {
-    let (list, id): (&[&str], &str) = match kind {
-        "ps" => (&["ps", "-a"], ".ID"),
-        "volume" => (&["volume", "ls"], ".Name"),
-        other => panic!("unknown docker object kind {other}"),
-    };
-    let format = format!(
-        "{{{{{id}}}}} {{{{.Label \"runner.owner-pid\"}}}} {{{{.Label \"runner.created\"}}}}"
-    );
-    let mut args = list.to_vec();
-    args.extend([
-        "--filter",
-        "label=runner.managed-by=runner",
-        "--format",
-        &format,
-    ]);
-    docker(&args)
-        .lines()
-        .filter(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let pid = f.get(1).copied().unwrap_or("");
-            let created: u64 = f.get(2).and_then(|c| c.parse().ok()).unwrap_or(0);
-            let owner_gone = pid.is_empty() || !Path::new(&format!("/proc/{pid}")).exists();
-            owner_gone && created < before
-        })
-        .map(str::to_string)
-        .collect()
-}
-
-/// Seconds since the epoch.
-pub fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 /// The run id recorded in `run_started`.

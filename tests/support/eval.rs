@@ -1,39 +1,21 @@
-//! Helpers of the eval tests: task directories, the binary, reports and
-//! leftover checks.
-#![allow(dead_code)]
+//! `runner eval` as a user runs it: task directories, the command with its
+//! reports, the reports read back, and the check that a suite left nothing
+//! on the engine.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::RwLockWriteGuard;
 
 use serde_json::Value;
 
-use crate::util::{Dir, Ran, run};
+use super::binary::{Dir, Ran, run};
+use super::docker::{BOOKWORM, TINY, containers_of_owner, require_images, volumes_of_owner};
 
-pub const TINY: &str = "runner-sandbox:tiny";
-pub const BOOKWORM: &str = "runner-sandbox:bookworm";
-
-/// One eval at a time: timing tests must not share 2 cores with another
-/// suite, and leftover checks must see only their own run.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Takes the serial lock and checks Docker and the images, failing loudly.
-pub fn prelude() -> MutexGuard<'static, ()> {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let info = Command::new("docker")
-        .args(["info", "--format", "{{.ServerVersion}}"])
-        .output();
-    match info {
-        Ok(o) if o.status.success() => {}
-        other => panic!("these tests need a running Docker engine (docker info: {other:?})"),
-    }
-    for img in [TINY, BOOKWORM] {
-        let ok = Command::new("docker")
-            .args(["image", "inspect", img])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        assert!(ok, "image {img} is missing: run `make sandbox-image`");
-    }
+/// Runs an eval test alone (timing tests must not share 2 cores with
+/// another suite) after the preflight for both sandbox images.
+pub fn prelude() -> RwLockWriteGuard<'static, ()> {
+    let guard = super::serial::serial();
+    require_images(&[TINY, BOOKWORM]);
     guard
 }
 
@@ -67,6 +49,7 @@ pub fn eval(d: &Dir, args: &[&str]) -> Ran {
     run(&mut eval_cmd(d, args))
 }
 
+/// The command [`eval`] runs, for tests that spawn it themselves.
 pub fn eval_cmd(d: &Dir, args: &[&str]) -> Command {
     let mut c = d.runner();
     c.arg("eval").args(args).args([
@@ -80,7 +63,7 @@ pub fn eval_cmd(d: &Dir, args: &[&str]) -> Command {
         "summary.md",
     ]);
     // RUNNER_TEST_RUNTIME=runsc runs the suites' sandboxes on gVisor.
-    c.args(crate::util::runtime_args());
+    c.args(super::docker::runtime_args());
     c
 }
 
@@ -110,22 +93,12 @@ pub fn statuses(r: &Value) -> Vec<(String, String, Option<f64>)> {
 
 /// Containers and volumes still labelled with runner pid `pid`.
 pub fn leftovers(pid: u32) -> Vec<String> {
-    let filter = format!("label=runner.owner-pid={pid}");
     let mut out = Vec::new();
-    for args in [
-        vec!["ps", "-a", "-q", "--filter", filter.as_str()],
-        vec!["volume", "ls", "-q", "--filter", filter.as_str()],
+    for (kind, ids) in [
+        ("ps", containers_of_owner(pid)),
+        ("volume", volumes_of_owner(pid)),
     ] {
-        let o = Command::new("docker")
-            .args(&args)
-            .output()
-            .expect("docker cli");
-        out.extend(
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(|l| format!("{}: {l}", args[0])),
-        );
+        out.extend(ids.into_iter().map(|l| format!("{kind}: {l}")));
     }
     out
 }

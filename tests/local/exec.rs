@@ -17,6 +17,8 @@ use runner::exec::{ExecError, ExecOutput, ExecRequest, Executor, background_kill
 use runner::hostfs::{HostDir, OutputDir};
 use tokio_util::sync::CancellationToken;
 
+use crate::support::binary::peak_rss_kib;
+
 fn executor(dir: &tempfile::TempDir) -> LocalExecutor {
     LocalExecutor::new(LocalConfig {
         workdir: dir.path().to_path_buf(),
@@ -201,19 +203,13 @@ async fn shutdown_kills_running_commands_and_is_idempotent() {
     assert!(matches!(refused, Err(ExecError::Refused(_))), "{refused:?}");
 }
 
-/// Peak resident set of this test process, in KiB.
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[tokio::test]
 async fn one_gigabyte_flood_keeps_memory_bounded() {
     let started = Instant::now();
     let (out, _) = run("head -c 1073741824 /dev/zero; echo tail-end", 60.0).await;
     let took = started.elapsed();
-    let peak = peak_rss_kib();
+    // The peak resident set of this test process.
+    let peak = peak_rss_kib(std::process::id()).expect("VmHWM of this process");
     eprintln!(
         "1 GiB flood: {took:?}, peak RSS {peak} KiB, bytes_seen {}",
         out.bytes_seen

@@ -6,17 +6,9 @@
 //! Not replayed: vector 21 (Ollama's native `/api/chat` NDJSON), which no
 //! client here speaks; Ollama is covered through its `/v1` API (vector 13).
 
-// A test that unwraps fails loudly, which is what a test should do; the
-// crate denies both outside tests ([lints] in Cargo.toml).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::fake_model::{FakeResponse, FakeServer};
-use common::vectors::*;
 use runner::model::anthropic::{AnthropicModel, DEFAULT_ANTHROPIC_BASE_URL};
 use runner::model::http::ApiConfig;
 use runner::model::openai::{DEFAULT_OPENAI_BASE_URL, OpenAiModel};
@@ -26,6 +18,9 @@ use runner::model::{
     ToolSpec,
 };
 use serde_json::{Value, json};
+
+use crate::recorded::*;
+use crate::support::fake_model::{FakeResponse, FakeServer};
 
 // ---------------------------------------------------------------- driving
 

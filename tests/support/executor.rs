@@ -1,36 +1,28 @@
-//! Helpers shared by the docker executor tests. These tests need a running
-//! Docker engine and the `runner-sandbox:tiny` image; without them they
-//! FAIL (never skip) with a message saying what to do.
+//! The docker executor through the library: a sandbox config for a test,
+//! starting, running commands, and checking that nothing of the run is
+//! left. These tests need a running Docker engine and the
+//! `runner-sandbox:tiny` image; without them they FAIL (never skip) with a
+//! message saying what to do.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use bollard::Docker;
 use bollard::query_parameters::ListContainersOptionsBuilder;
-use runner::exec::docker::{DockerConfig, DockerExecutor, Kernel, LABEL_RUN_ID};
+use runner::exec::docker::{
+    DockerConfig, DockerExecutor, Kernel, LABEL_MANAGED, LABEL_RUN_ID, MANAGED_VALUE,
+};
 use runner::exec::{ExecOutput, ExecRequest, Executor};
 use tokio_util::sync::CancellationToken;
 
-pub const TINY: &str = "runner-sandbox:tiny";
+use super::docker::{TINY, require_docker, test_runtime};
 
-/// Tests run one at a time: on 2 shared cores, a fork bomb next to a
-/// timing-sensitive test makes both flaky, and some tests set DOCKER_HOST.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Connects and checks the tiny image is there, failing loudly otherwise.
+/// Passes the preflight, then connects as runner does.
 pub async fn docker() -> Docker {
-    let d = runner::exec::docker::connect()
+    require_docker();
+    runner::exec::docker::connect()
         .await
-        .unwrap_or_else(|e| panic!("these tests need a running Docker engine: {e}"));
-    if d.inspect_image(TINY).await.is_err() {
-        panic!("image {TINY} is missing: run `make sandbox-image` (bash sandbox/build-tiny.sh)");
-    }
-    d
+        .unwrap_or_else(|e| panic!("these tests need a running Docker engine: {e}"))
 }
 
 /// A unique run id for a test, so its containers can be found by label.
@@ -38,14 +30,7 @@ pub fn run_id(test: &str) -> String {
     format!("test-{test}-{}-{:x}", std::process::id(), fastrand::u32(..))
 }
 
-/// The container runtime the tests run on: `RUNNER_TEST_RUNTIME` (e.g.
-/// `runsc`), or the engine's default when unset.
-pub fn test_runtime() -> Option<String> {
-    std::env::var("RUNNER_TEST_RUNTIME")
-        .ok()
-        .filter(|r| !r.is_empty())
-}
-
+/// A sandbox of the tiny image for `test`, on the runtime under test.
 pub fn cfg(test: &str) -> DockerConfig {
     DockerConfig {
         image: TINY.into(),
@@ -86,11 +71,15 @@ pub async fn run(ex: &DockerExecutor, command: &str, timeout_secs: f64) -> ExecO
         .unwrap_or_else(|e| panic!("command {command:?} failed in the executor: {e}"))
 }
 
-/// Ids of all containers (running or not) labelled with `run_id`.
+/// Ids of the containers (running or not) of the run `run_id`: the
+/// query of [`super::docker::containers_of_run`], through bollard.
 pub async fn containers_of(d: &Docker, run_id: &str) -> Vec<String> {
     let filter = HashMap::from([(
         "label".to_string(),
-        vec![format!("{LABEL_RUN_ID}={run_id}")],
+        vec![
+            format!("{LABEL_MANAGED}={MANAGED_VALUE}"),
+            format!("{LABEL_RUN_ID}={run_id}"),
+        ],
     )]);
     let opts = ListContainersOptionsBuilder::new()
         .all(true)

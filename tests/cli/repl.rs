@@ -1,19 +1,15 @@
 //! With no task and a terminal on stdin, runner holds a conversation.
 //! `script` (util-linux) gives the binary a pseudo-terminal.
 
-// A test that unwraps fails loudly, which is what a test should do; the
-// crate denies both outside tests ([lints] in Cargo.toml).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod util;
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use util::{Dir, of_type, outcome};
+use crate::support::binary::{Dir, of_type, outcome};
+use crate::support::serial::shared;
 
 #[test]
 fn a_terminal_without_a_task_starts_a_conversation_that_q_ends() {
+    let _s = shared();
     let d = Dir::new();
     let s = d.write(
         "script.json",

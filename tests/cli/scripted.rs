@@ -1,27 +1,33 @@
 //! The binary driven as a user drives it, with the scripted model: the
 //! loop, limits, error results, files written, exit codes.
 
-// A test that unwraps fails loudly, which is what a test should do; the
-// crate denies both outside tests ([lints] in Cargo.toml).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod util;
-
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use util::{Dir, Exec, of_type, outcome, run};
+
+use crate::support::binary::{
+    Dir, Exec, Ran, bash, of_type, outcome, process_alive, run, run_id_of, script, walk,
+};
+use crate::support::docker::{containers_of_run, sandbox_process_alive};
+use crate::support::serial::shared;
 
 /// Generates one test per executor for each loop test: `local::NAME` and
 /// `docker::NAME` (docker with the tiny image), so the loop's contract is
-/// checked on both without duplicating the tests.
+/// checked on both without duplicating the tests. They run beside each
+/// other, never beside the binary's heavy docker tests (see main.rs).
 macro_rules! on_both_executors {
     ($($name:ident),* $(,)?) => {
         mod local {
-            $( #[test] fn $name() { super::$name(super::Exec::Local) } )*
+            $( #[test] fn $name() {
+                let _s = super::shared();
+                super::$name(super::Exec::Local)
+            } )*
         }
         mod docker {
-            $( #[test] fn $name() { super::$name(super::Exec::Docker) } )*
+            $( #[test] fn $name() {
+                let _s = super::shared();
+                super::$name(super::Exec::Docker)
+            } )*
         }
     };
 }
@@ -39,16 +45,6 @@ on_both_executors!(
     task_dash_reads_stdin,
     ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130,
 );
-
-fn script(dir: &Dir, turns: serde_json::Value) -> String {
-    dir.write("script.json", &turns.to_string())
-        .display()
-        .to_string()
-}
-
-fn bash(cmd: &str) -> serde_json::Value {
-    json!({"name": "bash", "input": {"command": cmd}})
-}
 
 fn multi_step_loop_completes_and_writes_a_trajectory(ex: Exec) {
     let d = Dir::new();
@@ -219,6 +215,7 @@ fn a_call_cut_off_by_max_tokens_is_never_run(ex: Exec) {
 
 #[test]
 fn unknown_stop_reason_is_handled() {
+    let _s = shared();
     let d = Dir::new();
     let s = script(&d, json!([{"text": "hm", "stop_reason": "something_new"}]));
     let r = run(d.scripted(&s).args(["--executor", "local", "go"]));
@@ -293,21 +290,9 @@ fn secrets_and_canaries_never_reach_commands_or_files(ex: Exec) {
     }
 }
 
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 #[test]
 fn usage_errors_exit_2_with_one_line_and_a_hint() {
+    let _s = shared();
     let d = Dir::new();
     let s = script(&d, json!([]));
     let cases: Vec<(Vec<&str>, &str)> = vec![
@@ -410,13 +395,14 @@ fn task_dash_reads_stdin(ex: Exec) {
 
 #[test]
 fn precedence_is_flag_then_env_then_dotenv() {
+    let _s = shared();
     let d = Dir::new();
     let turns: Vec<_> = (0..6)
         .map(|_| json!({"tool_calls": [bash("true")]}))
         .collect();
     let s = script(&d, json!(turns));
     d.write(".env", &format!("RUNNER_PROVIDER=scripted\nRUNNER_SCRIPT={s}\nRUNNER_EXECUTOR=local\nRUNNER_MAX_STEPS=1\n"));
-    let steps = |r: &util::Ran| of_type(&r.events(), "model_request").len();
+    let steps = |r: &Ran| of_type(&r.events(), "model_request").len();
     let r = run(d.runner().args(["--json", "x"]));
     r.expect_code(1);
     assert_eq!(steps(&r), 1, ".env applies");
@@ -454,10 +440,8 @@ fn ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130(ex: Exec) {
     // Seen from the host, or from inside the sandbox (gVisor's processes
     // are not the host's).
     let owner = child.id();
-    let alive = || {
-        util::process_alive(marker)
-            || (ex == Exec::Docker && util::sandbox_process_alive(owner, marker))
-    };
+    let alive =
+        || process_alive(marker) || (ex == Exec::Docker && sandbox_process_alive(owner, marker));
     let start = Instant::now();
     while !alive() && start.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(50));
@@ -484,8 +468,8 @@ fn ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130(ex: Exec) {
     assert_eq!(outcome(&traj), "interrupted");
     assert_eq!(of_type(&traj, "tool_result").len(), 1);
     if ex == Exec::Docker {
-        let run_id = util::run_id_of(&traj);
-        let left = util::docker_labelled_containers(&run_id);
+        let run_id = run_id_of(&traj);
+        let left = containers_of_run(&run_id);
         assert!(left.is_empty(), "containers left after Ctrl-C: {left:?}");
     }
 }
@@ -494,6 +478,7 @@ fn ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130(ex: Exec) {
 /// model call at once: exit 130, trajectory ends `interrupted`.
 #[test]
 fn ctrl_c_during_a_model_call_exits_130_promptly() {
+    let _s = shared();
     let d = Dir::new();
     let s = script(
         &d,

@@ -1,15 +1,9 @@
 //! The binary against fake Anthropic and OpenAI servers on 127.0.0.1 that
 //! speak the real wire formats and check the protocol on every request.
 
-// A test that unwraps fails loudly, which is what a test should do; the
-// crate denies both outside tests ([lints] in Cargo.toml).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-mod util;
-
-use common::fake_model::{FakeResponse, FakeServer};
-use util::{Dir, of_type, outcome, run};
+use crate::support::binary::{Dir, Ran, of_type, outcome, run};
+use crate::support::fake_model::{FakeResponse, FakeServer, anthropic_error};
+use crate::support::serial::shared;
 
 /// The workspace of these runs: a directory of the test's own, not the
 /// test's HOME (runner refuses a home directory as a workspace) and not
@@ -22,7 +16,7 @@ fn workspace(d: &Dir) -> std::path::PathBuf {
     ws
 }
 
-fn anthropic_run(d: &Dir, server: &FakeServer, extra: &[&str]) -> util::Ran {
+fn anthropic_run(d: &Dir, server: &FakeServer, extra: &[&str]) -> Ran {
     workspace(d);
     run(d
         .runner()
@@ -35,6 +29,7 @@ fn anthropic_run(d: &Dir, server: &FakeServer, extra: &[&str]) -> util::Ran {
 
 #[test]
 fn anthropic_multi_step_tool_loop_completes() {
+    let _s = shared();
     let d = Dir::new();
     let server = FakeServer::start_blocking(vec![
         FakeResponse::anthropic_tool_use(
@@ -86,6 +81,7 @@ fn anthropic_multi_step_tool_loop_completes() {
 
 #[test]
 fn openai_multi_step_tool_loop_completes() {
+    let _s = shared();
     let d = Dir::new();
     let server = FakeServer::start_blocking(vec![
         FakeResponse::openai_tool_call("call_1", "bash", r#"{"command":"echo hi > hello.txt"}"#),
@@ -122,6 +118,7 @@ fn openai_multi_step_tool_loop_completes() {
 
 #[test]
 fn a_529_then_success_completes_with_the_retry_in_the_trajectory() {
+    let _s = shared();
     let d = Dir::new();
     let server = FakeServer::start_blocking(vec![
         FakeResponse::overloaded().with_header("retry-after-ms", "50"),
@@ -138,6 +135,7 @@ fn a_529_then_success_completes_with_the_retry_in_the_trajectory() {
 
 #[test]
 fn a_401_exits_2_naming_the_key_variable() {
+    let _s = shared();
     let d = Dir::new();
     let server = FakeServer::start_blocking(vec![FakeResponse::unauthorized()]);
     let r = anthropic_run(&d, &server, &[]);
@@ -154,6 +152,7 @@ fn a_401_exits_2_naming_the_key_variable() {
 
 #[test]
 fn a_404_names_the_model() {
+    let _s = shared();
     let d = Dir::new();
     let server = FakeServer::start_blocking(vec![FakeResponse::not_found("claude-nope-9")]);
     let r = anthropic_run(&d, &server, &["--model", "claude-nope-9"]);
@@ -163,6 +162,7 @@ fn a_404_names_the_model() {
 
 #[test]
 fn an_unreachable_base_url_is_one_clear_error() {
+    let _s = shared();
     let d = Dir::new();
     // A loopback port nobody listens on: bind, read the port, close.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -185,6 +185,7 @@ fn an_unreachable_base_url_is_one_clear_error() {
 
 #[test]
 fn prompt_too_long_trims_old_outputs_and_retries_once() {
+    let _s = shared();
     let d = Dir::new();
     let big = r#"{"command":"head -c 3000 /dev/zero | tr '\\0' x"}"#;
     let server = FakeServer::start_blocking(vec![
@@ -193,7 +194,7 @@ fn prompt_too_long_trims_old_outputs_and_retries_once() {
         FakeResponse::status(
             400,
             &[("x-should-retry", "false")],
-            common::fake_model::anthropic_error(
+            anthropic_error(
                 "invalid_request_error",
                 "prompt is too long: 210000 tokens > 200000 maximum",
             ),
@@ -296,6 +297,7 @@ fn paused_turn_with_server_tools() -> (Vec<serde_json::Value>, serde_json::Value
 
 #[test]
 fn a_paused_turn_goes_back_verbatim_with_its_thinking_and_server_tool_blocks() {
+    let _s = shared();
     let d = Dir::new();
     let (events, blocks) = paused_turn_with_server_tools();
     let server = FakeServer::start_blocking(vec![

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use runner::model::{Block, Message, Role, ToolSpec};
 use serde_json::{Value, json};
 
-use super::fake_model::FakeResponse;
+use crate::support::fake_model::FakeResponse;
 
 // ---------------------------------------------------------------- loading
 

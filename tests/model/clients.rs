@@ -2,16 +2,9 @@
 //! timeouts, unreachable servers, retry-after, key errors, chunking, and
 //! the fake server's own protocol checks.
 
-// A test that unwraps fails loudly, which is what a test should do; the
-// crate denies both outside tests ([lints] in Cargo.toml).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::fake_model::{FakeResponse, FakeServer, check_anthropic, check_openai};
 use runner::model::anthropic::{AnthropicModel, DEFAULT_ANTHROPIC_BASE_URL};
 use runner::model::http::ApiConfig;
 use runner::model::http::HttpTimeouts;
@@ -21,6 +14,8 @@ use runner::model::{
     Block, Message, Model, ModelError, ModelProgress, ModelReply, ModelRequest, Role, StopReason,
 };
 use serde_json::json;
+
+use crate::support::fake_model::{FakeResponse, FakeServer, check_anthropic, check_openai};
 
 fn policy(attempts: u32) -> RetryPolicy {
     RetryPolicy {

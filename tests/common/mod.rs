@@ -1,4 +1,0 @@
-//! Helpers shared by integration tests.
-
-pub mod fake_model;
-pub mod vectors;
