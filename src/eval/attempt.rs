@@ -3,7 +3,7 @@
 //! timeout, remove that sandbox, then grade in a fresh one.
 
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,14 +15,14 @@ use super::outcome::{Attempt, Status};
 use super::settings::AgentKind;
 use super::task::Task;
 use crate::agent::{Conversation, RunEnd};
-use crate::config::{Config, ConfigBuilder};
+use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::event::{Event, Outcome};
-use crate::exec::Executor;
 use crate::exec::backend::{Backend, Network, SandboxSpec};
+use crate::exec::{ExecError, Executor};
 use crate::redact::Redactor;
 use crate::render::Human;
 use crate::runtime::{build_model, run_task, sandbox_spec};
-use crate::trajectory::RunDir;
+use crate::trajectory::{RunDir, RunDirError};
 use crate::workspace::Workspace;
 
 /// Whose failure an agent phase that ended in error is.
@@ -77,6 +77,45 @@ pub struct AttemptCtx {
     pub redactor: Redactor,
 }
 
+/// Why an attempt could not be graded: an infrastructure error, recorded
+/// with this message (each phase says where it failed).
+#[derive(Debug, thiserror::Error)]
+enum PhaseError {
+    /// The task's image could not be prepared (the message says so).
+    #[error("{0}")]
+    Image(String),
+    #[error("{0}")]
+    RunDir(#[from] RunDirError),
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("cannot make a workspace: {0}")]
+    Workspace(std::io::Error),
+    #[error("seeding the workspace: {0}")]
+    Seed(ExecError),
+    #[error("agent sandbox: {0}")]
+    Start(ExecError),
+    /// The model API or the sandbox failed during the agent phase.
+    #[error("{0}")]
+    Agent(String),
+    #[error("removing the agent sandbox: {0}")]
+    Teardown(ExecError),
+    #[error("verifier: {0}")]
+    Verify(GradeError),
+}
+
+/// What the prepare phase hands on: the agent's sandbox, running.
+struct Prepared {
+    run_dir: RunDir,
+    /// The task with the suite's overrides applied.
+    task: Task,
+    config: Config,
+    workspace: Workspace,
+    /// The image's working directory, where the agent works.
+    workdir: String,
+    run_id: String,
+    executor: Arc<dyn Executor>,
+}
+
 /// Runs one attempt; never fails: every problem becomes a recorded outcome.
 pub async fn run(
     ctx: &AttemptCtx,
@@ -96,23 +135,112 @@ pub async fn run(
         String::new(),
     );
     rec.phases.image_ms = image_ms;
+    if let Err(e) = phases(ctx, task, image, attempt, &run_path, &mut rec, cancel).await {
+        rec.status = Status::Error;
+        rec.error = Some(e.to_string());
+    }
+    finish(rec, started)
+}
+
+/// Prepare, agent, teardown, verify; each fills in `rec`.
+async fn phases(
+    ctx: &AttemptCtx,
+    task: &Task,
+    image: Result<String, String>,
+    attempt: u32,
+    run_path: &Path,
+    rec: &mut Attempt,
+    cancel: &CancellationToken,
+) -> Result<(), PhaseError> {
+    let image = image.map_err(PhaseError::Image)?;
+    rec.image = Some(image.clone());
+    let setup_start = Instant::now();
+    let p = prepare(ctx, task, &image, attempt, run_path, rec).await?;
+    rec.phases.setup_ms = ms(setup_start);
+
+    let agent_start = Instant::now();
+    let (end, timed_out) = agent(ctx, &p, cancel).await;
+    rec.phases.agent_ms = ms(agent_start);
+    let AgentEnd { end, convo, blame } = end;
+    rec.steps = convo.steps;
+    rec.usage = convo.usage;
+    rec.cost_usd = convo.cost_usd;
+    rec.agent_outcome = if timed_out && !cancel.is_cancelled() {
+        "agent_timeout".into()
+    } else {
+        match (ctx.agent, end.outcome) {
+            (AgentKind::Oracle, Outcome::Error) => "solution_failed".into(),
+            (_, o) => o.as_str().to_string(),
+        }
+    };
+    p.run_dir.record(&Event::RunFinished {
+        outcome: end.outcome,
+        steps: convo.steps,
+        usage: convo.usage,
+        cost_usd: convo.cost_usd,
+        duration_ms: rec.phases.agent_ms,
+        error: end.error.clone(),
+        final_text: end.final_text.clone(),
+    });
+
+    // Teardown: the sandbox goes (and its processes with it) before
+    // grading starts.
+    p.executor.shutdown().await.map_err(PhaseError::Teardown)?;
+    if cancel.is_cancelled() {
+        rec.status = Status::Interrupted;
+        return Ok(());
+    }
+    // solve.sh stopped by the agent timeout is the solution running long,
+    // graded like any agent over its time.
+    let solution_ran_long = ctx.agent == AgentKind::Oracle && timed_out;
+    if end.outcome == Outcome::Error && blame == Blame::Infrastructure && !solution_ran_long {
+        // The model API or the sandbox failed: not the agent's fault.
+        return Err(PhaseError::Agent(
+            end.error.unwrap_or_else(|| "the agent phase failed".into()),
+        ));
+    }
+
+    let verify_start = Instant::now();
+    let verdict = verify(ctx, &p, &image, cancel).await;
+    rec.phases.verifier_ms = ms(verify_start);
+    let log_path = run_path.join("verifier.log");
+    rec.verifier_log = log_path.exists().then_some(log_path);
+    match verdict {
+        Ok(v) => {
+            rec.reward = Some(v.reward);
+            rec.pass = v.reward >= 1.0;
+            rec.status = if rec.pass { Status::Pass } else { Status::Fail };
+            if !rec.pass {
+                rec.failure = Some(format!(
+                    "reward {} ({}); agent: {}",
+                    v.reward, v.source, rec.agent_outcome
+                ));
+            }
+            Ok(())
+        }
+        Err(GradeError::Interrupted) => {
+            rec.status = Status::Interrupted;
+            Ok(())
+        }
+        Err(e) => Err(PhaseError::Verify(e)),
+    }
+}
+
+/// Makes the run directory and the workspace, seeds it from the image and
+/// starts the agent's sandbox; `run_started` is recorded either way once
+/// the run directory exists.
+async fn prepare(
+    ctx: &AttemptCtx,
+    task: &Task,
+    image: &str,
+    attempt: u32,
+    run_path: &Path,
+    rec: &mut Attempt,
+) -> Result<Prepared, PhaseError> {
     let (network, network_note) = network_for(task.allow_internet, ctx.allow_internet);
     rec.network = network_note;
-    let infra = |mut rec: Attempt, e: String| {
-        rec.status = Status::Error;
-        rec.error = Some(e);
-        rec
-    };
-    let image = match image {
-        Ok(i) => i,
-        Err(e) => return finish(infra(rec, e), started),
-    };
-    rec.image = Some(image.clone());
     let budget = ctx.disk_bytes.unwrap_or(u64::MAX);
-    let run_dir = match RunDir::create(&run_path, ctx.redactor.clone(), budget) {
-        Ok(d) => d,
-        Err(e) => return finish(infra(rec, e.to_string()), started),
-    };
+    let run_dir = RunDir::create(run_path, ctx.redactor.clone(), budget)?;
     rec.trajectory = Some(run_dir.trajectory_path());
     let mut task = task.clone();
     if let Some(t) = ctx.agent_timeout_secs {
@@ -128,17 +256,8 @@ pub async fn run(
         task.memory_bytes = m;
     }
     let run_id = format!("{}-{}-{}", ctx.suite_id, task.name, attempt);
-    let config = match attempt_config(ctx, &task, &image, network) {
-        Ok(c) => c,
-        Err(e) => return finish(infra(rec, e), started),
-    };
-
-    // Agent phase.
-    let workspace = match Workspace::prepare(None) {
-        Ok(w) => w,
-        Err(e) => return finish(infra(rec, format!("cannot make a workspace: {e}")), started),
-    };
-    let sink = |ev: &Event| run_dir.record(ev);
+    let config = attempt_config(ctx, &task, image, network)?;
+    let workspace = Workspace::prepare(None).map_err(PhaseError::Workspace)?;
     rec.runtime = config.sandbox.runtime.clone();
     // Recorded once the sandbox runs, with what the engine enforces on it.
     let started_event = |security: Option<serde_json::Value>| {
@@ -152,12 +271,12 @@ pub async fn run(
                 "agent": ctx.agent.as_str(), "network": rec.network}, "run": run}),
         }
     };
-    let setup_start = Instant::now();
-    let workdir = match ctx.backend.seed(&image, workspace.path(), &run_id).await {
+    let seeded = ctx.backend.seed(image, workspace.path(), &run_id).await;
+    let workdir = match seeded {
         Ok(s) => s.workdir,
         Err(e) => {
-            sink(&started_event(None));
-            return finish(infra(rec, format!("seeding the workspace: {e}")), started);
+            run_dir.record(&started_event(None));
+            return Err(PhaseError::Seed(e));
         }
     };
     // The agent works in the image's working directory, as Harbor's agents do.
@@ -165,132 +284,90 @@ pub async fn run(
         workdir: Some(workdir.clone()),
         ..sandbox_spec(&config, &workspace, &run_id, &ctx.redactor)
     };
-    let executor: Arc<dyn Executor> = match ctx.backend.start(spec).await {
-        Ok(x) => {
-            rec.runtime = x
-                .sandbox_security()
-                .and_then(|s| s["runtime"].as_str().map(str::to_string));
-            x
-        }
+    let executor = match ctx.backend.start(spec).await {
+        Ok(x) => x,
         Err(e) => {
-            sink(&started_event(None));
-            return finish(infra(rec, format!("agent sandbox: {e}")), started);
+            run_dir.record(&started_event(None));
+            return Err(PhaseError::Start(e));
         }
     };
-    sink(&started_event(executor.sandbox_security()));
-    rec.phases.setup_ms = ms(setup_start);
-    let agent_start = Instant::now();
+    run_dir.record(&started_event(executor.sandbox_security()));
+    rec.runtime = executor
+        .sandbox_security()
+        .and_then(|s| s["runtime"].as_str().map(str::to_string));
+    Ok(Prepared {
+        run_dir,
+        task,
+        config,
+        workspace,
+        workdir,
+        run_id,
+        executor,
+    })
+}
+
+/// Runs what plays the agent under the task's agent timeout; how it
+/// ended, and whether the timeout stopped it.
+async fn agent(ctx: &AttemptCtx, p: &Prepared, cancel: &CancellationToken) -> (AgentEnd, bool) {
     let agent_cancel = cancel.child_token();
-    let timeout = Duration::from_secs_f64(task.agent_timeout_secs);
+    let timeout = Duration::from_secs_f64(p.task.agent_timeout_secs);
+    let sink = |ev: &Event| p.run_dir.record(ev);
     // A bug that panics in the agent phase (oracle included) is this
     // attempt's error: its sandbox is still removed and its trajectory
     // still ends with run_finished.
     let phase = AssertUnwindSafe(agent_phase(
         ctx,
-        &config,
-        &task,
-        executor.clone(),
-        &run_dir,
+        &p.config,
+        &p.task,
+        p.executor.clone(),
+        &p.run_dir,
         &sink,
         &agent_cancel,
     ))
     .catch_unwind()
     .map(|r| r.unwrap_or_else(|panic| AgentEnd::infra(RunEnd::from_panic(panic.as_ref()))));
     tokio::pin!(phase);
-    let mut timed_out = false;
-    let AgentEnd { end, convo, blame } = tokio::select! {
-        r = &mut phase => r,
+    tokio::select! {
+        r = &mut phase => (r, false),
         _ = tokio::time::sleep(timeout) => {
-            timed_out = true;
             agent_cancel.cancel();
-            match tokio::time::timeout(WIND_DOWN, &mut phase).await {
+            let end = match tokio::time::timeout(WIND_DOWN, &mut phase).await {
                 Ok(r) => r,
-                Err(_) => AgentEnd::infra(RunEnd { outcome: Outcome::Error, error: Some("the agent did not stop after its timeout".into()), final_text: None, hint: None }),
-            }
+                Err(_) => AgentEnd::infra(RunEnd {
+                    outcome: Outcome::Error,
+                    error: Some("the agent did not stop after its timeout".into()),
+                    final_text: None,
+                    hint: None,
+                }),
+            };
+            (end, true)
         }
-    };
-    rec.phases.agent_ms = ms(agent_start);
-    rec.steps = convo.steps;
-    rec.usage = convo.usage;
-    rec.cost_usd = convo.cost_usd;
-    rec.agent_outcome = if timed_out && !cancel.is_cancelled() {
-        "agent_timeout".into()
-    } else {
-        match (ctx.agent, end.outcome) {
-            (AgentKind::Oracle, Outcome::Error) => "solution_failed".into(),
-            (_, o) => o.as_str().to_string(),
-        }
-    };
-    sink(&Event::RunFinished {
-        outcome: end.outcome,
-        steps: convo.steps,
-        usage: convo.usage,
-        cost_usd: convo.cost_usd,
-        duration_ms: rec.phases.agent_ms,
-        error: end.error.clone(),
-        final_text: end.final_text.clone(),
-    });
-    // The sandbox goes (and its processes with it) before grading starts.
-    if let Err(e) = executor.shutdown().await {
-        return finish(
-            infra(rec, format!("removing the agent sandbox: {e}")),
-            started,
-        );
     }
-    if cancel.is_cancelled() {
-        rec.status = Status::Interrupted;
-        return finish(rec, started);
-    }
-    // solve.sh stopped by the agent timeout is the solution running long,
-    // graded like any agent over its time.
-    let solution_ran_long = ctx.agent == AgentKind::Oracle && timed_out;
-    if end.outcome == Outcome::Error && blame == Blame::Infrastructure && !solution_ran_long {
-        // The model API or the sandbox failed: not the agent's fault.
-        let e = end
-            .error
-            .clone()
-            .unwrap_or_else(|| "the agent phase failed".into());
-        return finish(infra(rec, e), started);
-    }
+}
 
-    // Verifier phase.
-    let verify_start = Instant::now();
-    let log_path = run_path.join("verifier.log");
-    let verdict = grade(
+/// Grades the agent's workspace in a fresh sandbox.
+async fn verify(
+    ctx: &AttemptCtx,
+    p: &Prepared,
+    image: &str,
+    cancel: &CancellationToken,
+) -> Result<super::grade::Verdict, GradeError> {
+    grade(
         GradeSpec {
-            task: &task,
-            image: &image,
-            workspace: workspace.path(),
-            workdir: &workdir,
-            network: config.sandbox.network,
+            task: &p.task,
+            image,
+            workspace: p.workspace.path(),
+            workdir: &p.workdir,
+            network: p.config.sandbox.network,
             backend: ctx.backend.as_ref(),
-            runtime: config.sandbox.runtime.clone(),
-            run_id: format!("{run_id}-verify"),
-            run_dir: &run_dir,
+            runtime: p.config.sandbox.runtime.clone(),
+            run_id: format!("{}-verify", p.run_id),
+            run_dir: &p.run_dir,
             redactor: &ctx.redactor,
         },
         cancel,
     )
-    .await;
-    rec.phases.verifier_ms = ms(verify_start);
-    rec.verifier_log = log_path.exists().then_some(log_path);
-    drop(workspace);
-    match verdict {
-        Ok(v) => {
-            rec.reward = Some(v.reward);
-            rec.pass = v.reward >= 1.0;
-            rec.status = if rec.pass { Status::Pass } else { Status::Fail };
-            if !rec.pass {
-                rec.failure = Some(format!(
-                    "reward {} ({}); agent: {}",
-                    v.reward, v.source, rec.agent_outcome
-                ));
-            }
-        }
-        Err(GradeError::Interrupted) => rec.status = Status::Interrupted,
-        Err(e) => rec = infra(rec, format!("verifier: {e}")),
-    }
-    finish(rec, started)
+    .await
 }
 
 fn finish(mut rec: Attempt, started: Instant) -> Attempt {
@@ -322,14 +399,14 @@ fn attempt_config(
     task: &Task,
     image: &str,
     network: Network,
-) -> Result<Config, String> {
+) -> Result<Config, ConfigError> {
     let mut b = ctx.base.clone();
     b.sandbox.image = image.to_string();
     b.sandbox.cpus = task.cpus;
     b.sandbox.memory = task.memory_bytes.to_string();
     b.sandbox.network = network;
     b.max_time_secs = Some(crate::convert::u64_from_f64(task.agent_timeout_secs.ceil()));
-    b.build().map_err(|e| e.to_string())
+    b.build()
 }
 
 /// Runs what plays the agent; returns how it ended.
