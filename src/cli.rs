@@ -113,6 +113,10 @@ pub struct EvalArgs {
     #[arg(long, env = "RUNNER_RUNTIME", value_name = "NAME")]
     pub runtime: Option<String>,
 
+    /// Where the agent and the verifier run. `local` runs every task's code, solve.sh and test.sh included, on this host as you: NOT a sandbox, only for testing runner (a task's /tests, /logs and /solution are mapped under a directory of the attempt's, so its scripts must name them through RUNNER_SANDBOX_ROOT).
+    #[arg(long, value_enum, default_value_t = BackendKind::Docker)]
+    pub executor: BackendKind,
+
     /// Where each attempt's run directory goes: DIR/<task>/<attempt>/ (default: runs/eval-<time>).
     #[arg(long)]
     pub output_dir: Option<PathBuf>,
@@ -392,10 +396,7 @@ impl EvalArgs {
             paths: self.paths.clone(),
             agent_kind: self.agent_kind,
             agent: self.agent.options(),
-            // Grading needs a sandbox of its own (a task's /tests and /logs
-            // are absolute paths): the docker backend, until another
-            // isolated one is registered.
-            backend: BackendKind::Docker,
+            backend: self.executor,
             jobs: self.jobs,
             attempts: self.attempts,
             filter: self.filter.clone(),

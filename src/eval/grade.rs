@@ -168,9 +168,14 @@ async fn run_verifier(
     run_dir: &RunDir,
     cancel: &CancellationToken,
 ) -> Result<Verdict, GradeError> {
+    // The sandbox's names for the task's absolute paths (themselves in a
+    // container), quoted for the shell.
+    let tests = sandbox.path("/tests");
+    let logs = sandbox.path("/logs");
+    let (qt, ql) = (quote(&tests), quote(&logs));
     let prep = control(
         sandbox,
-        "rm -rf /tests /logs && mkdir -p /tests /logs/verifier /logs/agent",
+        &format!("rm -rf {qt} {ql} && mkdir -p {qt} {ql}/verifier {ql}/agent"),
         cancel,
     )
     .await?;
@@ -180,8 +185,13 @@ async fn run_verifier(
             prep.output.trim()
         )));
     }
-    sandbox.upload_dir(&task.tests_dir(), "/tests").await?;
-    let swept = control(sandbox, &sweep_links_command(&sandbox.workdir()), cancel).await?;
+    sandbox.upload_dir(&task.tests_dir(), &tests).await?;
+    let swept = control(
+        sandbox,
+        &sweep_links_command(&sandbox.workdir(), &tests, &logs),
+        cancel,
+    )
+    .await?;
     if swept.exit_code != Some(0) {
         return Err(GradeError::Setup(format!(
             "cannot check the workspace's links: {}",
@@ -201,7 +211,11 @@ async fn run_verifier(
     }
     let out = sandbox
         .execute(ExecRequest {
-            command: "exec bash /tests/test.sh".into(),
+            command: if tests == "/tests" {
+                "exec bash /tests/test.sh".into()
+            } else {
+                format!("TEST_DIR={qt} exec bash {qt}/test.sh")
+            },
             timeout,
             max_output_bytes: VERIFIER_OUTPUT_BYTES,
             full_output: Some(run_dir.file("verifier.log")),
@@ -233,8 +247,10 @@ async fn run_verifier(
     let read = control(
         sandbox,
         // `|| exit`: never fall back to reading a reward from the workspace.
-        "cd /logs/verifier || exit 97; if [ -f reward.txt ]; then echo txt; head -c 4096 reward.txt; \
-         elif [ -f reward.json ]; then echo json; head -c 65536 reward.json; else echo none; fi",
+        &format!(
+            "cd {ql}/verifier || exit 97; if [ -f reward.txt ]; then echo txt; head -c 4096 reward.txt; \
+             elif [ -f reward.json ]; then echo json; head -c 65536 reward.json; else echo none; fi"
+        ),
         cancel,
     )
     .await?;
@@ -248,14 +264,23 @@ async fn run_verifier(
     parse_reward(&read.output, code)
 }
 
-/// Removes every link under `workdir` that resolves into /tests or /logs,
-/// saying which.
-fn sweep_links_command(workdir: &str) -> String {
-    let workdir = workdir.replace('\'', "'\\''");
+/// Removes every link under `workdir` that resolves into `tests` or
+/// `logs` (the sandbox's /tests and /logs), saying which.
+fn sweep_links_command(workdir: &str, tests: &str, logs: &str) -> String {
+    // Inside the single-quoted `sh -c` script below, each path is a
+    // double-quoted word: quote for both.
+    let inner = |p: &str| p.replace('\'', "'\\''");
+    let (t, l) = (inner(tests), inner(logs));
     format!(
-        "find '{workdir}' -type l -exec sh -c 'for l; do t=$(readlink -f -- \"$l\") || continue; \
-         case \"$t\" in /tests|/tests/*|/logs|/logs/*) echo \"runner: removed link $l -> $t\"; rm -f -- \"$l\";; esac; done' sh {{}} +"
+        "find {} -type l -exec sh -c 'for l; do t=$(readlink -f -- \"$l\") || continue; \
+         case \"$t\" in \"{t}\"|\"{t}\"/*|\"{l}\"|\"{l}\"/*) echo \"runner: removed link $l -> $t\"; rm -f -- \"$l\";; esac; done' sh {{}} +",
+        quote(workdir)
     )
+}
+
+/// `s` as one shell word.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 async fn control(

@@ -112,12 +112,11 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
     }
     // The runtime every sandbox of the suite uses must be registered.
     let backend = backend_for(args.backend);
-    // A task's verifier writes /tests and /logs and runs as root: only a
-    // sandbox of its own can hold it.
     if !backend.capabilities().isolated {
-        return Err(EvalError::Exec(crate::exec::ExecError::Unsupported(
-            "grade tasks: runner eval needs an isolated backend",
-        )));
+        eprintln!(
+            "warning: --executor {} runs every task's code, its verifier included, on this host: NOT a sandbox",
+            backend.capabilities().name
+        );
     }
     let runtime = backend.check_runtime(args.runtime.as_deref()).await?;
     let memory_bytes = args

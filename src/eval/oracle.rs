@@ -48,14 +48,19 @@ pub async fn run(
     if !dir.join("solve.sh").is_file() {
         return Err(OracleError::Missing(task.dir.clone()));
     }
+    let solution = executor.path(SOLUTION_DIR);
     executor
-        .upload_dir(&dir, SOLUTION_DIR)
+        .upload_dir(&dir, &solution)
         .await
         .map_err(OracleError::Upload)?;
-    let workdir = executor.workdir().replace('\'', "'\\''");
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
     let out = executor
         .execute(ExecRequest {
-            command: format!("cd '{workdir}' && exec bash {SOLUTION_DIR}/solve.sh"),
+            command: format!(
+                "cd {} && exec bash {}/solve.sh",
+                quote(&executor.workdir()),
+                quote(&solution)
+            ),
             timeout,
             max_output_bytes: 4000,
             full_output: Some(run_dir.outputs().file("oracle.log")),

@@ -72,7 +72,14 @@ pub struct LocalExecutor {
     /// Sessions (= process groups) of commands still running, for `shutdown`.
     live: Arc<Mutex<HashSet<i32>>>,
     closed: AtomicBool,
+    /// Where the sandbox's absolute paths (a task's /tests, /logs) live
+    /// on the host, removed with the executor; `None`: they are refused.
+    root: Option<tempfile::TempDir>,
 }
+
+/// The variable naming [`LocalExecutor`]'s root to commands, so a script
+/// can write `${RUNNER_SANDBOX_ROOT:-}/logs/...` on any backend.
+pub const SANDBOX_ROOT_ENV: &str = "RUNNER_SANDBOX_ROOT";
 
 impl LocalExecutor {
     /// Builds the child environment from the runner's and picks the shell
@@ -92,7 +99,25 @@ impl LocalExecutor {
             keep_background: config.keep_background,
             live: Arc::default(),
             closed: AtomicBool::new(false),
+            root: None,
         }
+    }
+
+    /// Gives the sandbox a root of its own: a new directory under which
+    /// the absolute paths tasks name (/tests, /logs, /solution) are
+    /// mapped (see [`Executor::path`]), named to commands by
+    /// `RUNNER_SANDBOX_ROOT`. The host's own root is never written.
+    pub fn with_root(mut self) -> io::Result<LocalExecutor> {
+        let root = tempfile::Builder::new()
+            .prefix("runner-local-root-")
+            .tempdir()?;
+        self.env.retain(|(k, _)| k != SANDBOX_ROOT_ENV);
+        self.env.push((
+            SANDBOX_ROOT_ENV.into(),
+            root.path().as_os_str().to_os_string(),
+        ));
+        self.root = Some(root);
+        Ok(self)
     }
 
     /// Redacts these secrets from every command's output (the returned
@@ -335,6 +360,17 @@ impl Executor for LocalExecutor {
         self.workdir.display().to_string()
     }
 
+    fn path(&self, path: &str) -> String {
+        match &self.root {
+            Some(root) if path.starts_with('/') => root
+                .path()
+                .join(path.trim_start_matches('/'))
+                .display()
+                .to_string(),
+            _ => path.to_string(),
+        }
+    }
+
     /// Exit codes: the shell's own, or 128 + signal when the main process
     /// died of a signal we did not send (as bash reports it, and as docker
     /// does); `None` after a timeout or cancellation.
@@ -457,7 +493,11 @@ impl Executor for LocalExecutor {
         // /tests) would land in the host's root, so only the working
         // directory and what is under it can be written.
         let dest = self.workdir.join(dest);
-        if !crate::workspace::is_inside(&dest, &self.workdir) {
+        let in_root = self
+            .root
+            .as_ref()
+            .is_some_and(|r| crate::workspace::is_inside(&dest, r.path()));
+        if !in_root && !crate::workspace::is_inside(&dest, &self.workdir) {
             return Err(ExecError::Unsupported(
                 "copy files outside its working directory (commands run on this host)",
             ));
@@ -535,7 +575,8 @@ impl Backend for LocalBackend {
                 env: spec.env.clone(),
                 keep_background: spec.keep_background,
             })
-            .with_redactor(spec.redactor.clone()),
+            .with_redactor(spec.redactor.clone())
+            .with_root()?,
         ))
     }
 }

@@ -161,6 +161,15 @@ pub trait Executor: Send + Sync {
     /// The working directory commands start in, as the command sees it.
     fn workdir(&self) -> String;
 
+    /// Where the absolute sandbox path `path` (as tasks name them:
+    /// /tests, /logs, /solution) is, as commands in this sandbox name it:
+    /// itself in a sandbox with a filesystem of its own; under a
+    /// directory of the sandbox's for a backend whose commands see the
+    /// host's (so nothing lands in the host's root).
+    fn path(&self, path: &str) -> String {
+        path.to_string()
+    }
+
     /// Runs one command to completion, timeout or cancellation.
     async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError>;
 

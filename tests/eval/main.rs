@@ -11,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod backends;
 mod concurrency;
 mod junit;
 mod suite;
