@@ -77,6 +77,17 @@ pub struct LocalExecutor {
     root: Option<tempfile::TempDir>,
 }
 
+/// Runs file work off the async threads.
+async fn blocking<T: Send + 'static>(
+    what: &str,
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> Result<T, ExecError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ExecError::Spawn(format!("{what}: {e}")))?
+        .map_err(ExecError::Io)
+}
+
 /// The variable naming [`LocalExecutor`]'s root to commands, so a script
 /// can write `${RUNNER_SANDBOX_ROOT:-}/logs/...` on any backend.
 pub const SANDBOX_ROOT_ENV: &str = "RUNNER_SANDBOX_ROOT";
@@ -100,6 +111,24 @@ impl LocalExecutor {
             live: Arc::default(),
             closed: AtomicBool::new(false),
             root: None,
+        }
+    }
+
+    /// `path` (relative ones from the workdir) when it lies in the workdir
+    /// or the sandbox's root: host paths are the host's, so an absolute
+    /// one elsewhere (a task's /tests) would land in the host's root.
+    fn contained(&self, path: &str) -> Result<PathBuf, ExecError> {
+        let p = self.workdir.join(path);
+        let in_root = self
+            .root
+            .as_ref()
+            .is_some_and(|r| crate::workspace::is_inside(&p, r.path()));
+        if in_root || crate::workspace::is_inside(&p, &self.workdir) {
+            Ok(p)
+        } else {
+            Err(ExecError::Unsupported(
+                "reach files outside its working directory (commands run on this host)",
+            ))
         }
     }
 
@@ -489,27 +518,73 @@ impl Executor for LocalExecutor {
     /// `dest` is a path on this host (relative ones are taken from the
     /// workdir).
     async fn upload_dir(&self, host: &Path, dest: &str) -> Result<(), ExecError> {
-        // Host paths are the host's: an absolute destination (a task's
-        // /tests) would land in the host's root, so only the working
-        // directory and what is under it can be written.
-        let dest = self.workdir.join(dest);
-        let in_root = self
-            .root
-            .as_ref()
-            .is_some_and(|r| crate::workspace::is_inside(&dest, r.path()));
-        if !in_root && !crate::workspace::is_inside(&dest, &self.workdir) {
-            return Err(ExecError::Unsupported(
-                "copy files outside its working directory (commands run on this host)",
-            ));
-        }
+        let dest = self.contained(dest)?;
         let host = host.to_path_buf();
-        tokio::task::spawn_blocking(move || {
+        blocking("copying files", move || {
             std::fs::create_dir_all(&dest)?;
             super::tree::copy_tree(&host, &dest, None).map(|_| ())
         })
         .await
-        .map_err(|e| ExecError::Spawn(format!("copying files: {e}")))?
-        .map_err(ExecError::Io)
+    }
+
+    async fn read_file(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>, ExecError> {
+        let path = self.contained(path)?;
+        let shown = path.display().to_string();
+        let data = blocking("reading a file", move || {
+            use std::io::Read;
+            use std::os::unix::fs::OpenOptionsExt;
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+                .open(&path)?;
+            if !f.metadata()?.is_file() {
+                return Err(io::Error::other("not a regular file"));
+            }
+            let mut data = Vec::new();
+            f.take(max_bytes.saturating_add(1)).read_to_end(&mut data)?;
+            Ok(data)
+        })
+        .await?;
+        if u64::try_from(data.len()).unwrap_or(u64::MAX) > max_bytes {
+            return Err(ExecError::Refused(format!(
+                "cannot read '{shown}': larger than {max_bytes} bytes"
+            )));
+        }
+        Ok(data)
+    }
+
+    async fn write_file(&self, path: &str, data: &[u8]) -> Result<(), ExecError> {
+        let path = self.contained(path)?;
+        let data = data.to_vec();
+        blocking("writing a file", move || {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+                .open(&path)?;
+            f.write_all(&data)
+        })
+        .await
+    }
+
+    async fn download_dir(&self, src: &str, host: &Path, max_bytes: u64) -> Result<(), ExecError> {
+        let src = self.contained(src)?;
+        let host = host.to_path_buf();
+        let report = blocking("copying files", move || {
+            super::tree::copy_tree(&src, &host, None)
+        })
+        .await?;
+        let _ = max_bytes; // the host's own files: no sandbox to bound
+        if !report.skipped.is_empty() {
+            tracing::warn!(skipped = ?report.skipped, "entries not copied (special files)");
+        }
+        Ok(())
     }
 
     async fn shutdown(&self) -> Result<(), ExecError> {

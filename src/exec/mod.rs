@@ -190,6 +190,24 @@ pub trait Executor: Send + Sync {
     /// never followed, owned by the sandbox's user.
     async fn upload_dir(&self, host: &std::path::Path, dest: &str) -> Result<(), ExecError>;
 
+    /// The content of the regular file `path` in the sandbox, at most
+    /// `max_bytes`: a bigger file is refused, never cut.
+    async fn read_file(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>, ExecError>;
+
+    /// Writes `data` as the file `path` in the sandbox (its directory made
+    /// when missing), owned by the sandbox's user.
+    async fn write_file(&self, path: &str, data: &[u8]) -> Result<(), ExecError>;
+
+    /// Copies the sandbox's directory `src` into the empty host directory
+    /// `host`, at most `max_bytes`: links stay links and nothing the
+    /// sandbox made is followed on the host.
+    async fn download_dir(
+        &self,
+        src: &str,
+        host: &std::path::Path,
+        max_bytes: u64,
+    ) -> Result<(), ExecError>;
+
     /// Releases everything the executor holds (containers, processes) and
     /// hands the workspace back. Idempotent; called on every exit path.
     async fn shutdown(&self) -> Result<(), ExecError>;

@@ -50,6 +50,23 @@ impl Executor for Recorder {
         Err(ExecError::Unsupported("upload files"))
     }
 
+    async fn read_file(&self, _path: &str, _max: u64) -> Result<Vec<u8>, ExecError> {
+        Err(ExecError::Unsupported("read files"))
+    }
+
+    async fn write_file(&self, _path: &str, _data: &[u8]) -> Result<(), ExecError> {
+        Err(ExecError::Unsupported("write files"))
+    }
+
+    async fn download_dir(
+        &self,
+        _src: &str,
+        _host: &std::path::Path,
+        _max: u64,
+    ) -> Result<(), ExecError> {
+        Err(ExecError::Unsupported("download files"))
+    }
+
     async fn shutdown(&self) -> Result<(), ExecError> {
         Ok(())
     }

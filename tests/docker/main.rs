@@ -12,6 +12,7 @@
 mod support;
 
 mod confine;
+mod files;
 mod lifecycle;
 mod limits;
 mod measure;

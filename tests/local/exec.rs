@@ -364,3 +364,51 @@ async fn dropping_the_execute_future_kills_the_command() {
     }
     assert_no_survivors("sleep 1000.108");
 }
+
+/// The files API on the host: bounded, no-follow, and never outside the
+/// working directory or the sandbox's own root (a task's /tests).
+#[tokio::test]
+async fn files_stay_in_the_workdir_or_the_sandbox_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let ex = executor(&dir).with_root().expect("a root");
+    ex.write_file("in/blob.bin", &[0, 255, 7]).await.unwrap();
+    assert_eq!(ex.read_file("in/blob.bin", 3).await.unwrap(), [0, 255, 7]);
+    assert!(matches!(
+        ex.read_file("in/blob.bin", 2).await,
+        Err(ExecError::Refused(_))
+    ));
+    for outside in ["/etc/passwd", "../../etc/passwd"] {
+        assert!(
+            matches!(
+                ex.read_file(outside, 1 << 20).await,
+                Err(ExecError::Unsupported(_))
+            ),
+            "{outside} is refused"
+        );
+    }
+    // A link the command made is not followed by a read.
+    std::os::unix::fs::symlink("/etc/passwd", dir.path().join("leak")).unwrap();
+    assert!(ex.read_file("leak", 1 << 20).await.is_err());
+    // /tests of a task lands under the sandbox's root, not the host's.
+    let tests = ex.path("/tests/test.sh");
+    assert!(
+        tests.starts_with(&std::env::temp_dir().display().to_string()),
+        "{tests}"
+    );
+    ex.write_file(&tests, b"echo ok\n").await.unwrap();
+    assert!(std::path::Path::new(&tests).is_file());
+    let out = tempfile::tempdir().unwrap();
+    ex.download_dir(&dir.path().display().to_string(), out.path(), 1 << 20)
+        .await
+        .unwrap();
+    assert!(
+        std::fs::symlink_metadata(out.path().join("leak"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read(out.path().join("in/blob.bin")).unwrap(),
+        [0, 255, 7]
+    );
+}

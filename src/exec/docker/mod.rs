@@ -386,6 +386,23 @@ impl Executor for DockerExecutor {
         files::upload_dir(&self.docker, &self.id, &self.user, host, dest).await
     }
 
+    async fn read_file(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>, ExecError> {
+        files::read_file(&self.docker, &self.id, &self.user, path, max_bytes).await
+    }
+
+    async fn write_file(&self, path: &str, data: &[u8]) -> Result<(), ExecError> {
+        files::write_file(&self.docker, &self.id, &self.user, path, data).await
+    }
+
+    async fn download_dir(
+        &self,
+        src: &str,
+        host: &std::path::Path,
+        max_bytes: u64,
+    ) -> Result<(), ExecError> {
+        files::download_dir(&self.docker, &self.id, &self.user, src, host, max_bytes).await
+    }
+
     async fn shutdown(&self) -> Result<(), ExecError> {
         self.finish(true).await
     }
