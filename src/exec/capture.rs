@@ -63,6 +63,10 @@ pub struct Capture {
     bytes_seen: u64,
     redactor: Option<StreamRedactor>,
     file: Option<FullOutput>,
+    /// Why the full-output file stopped being written: a host failure
+    /// (disk full, I/O error) that must not end the run as if the sandbox
+    /// had died; the model and the trajectory are told instead.
+    file_error: Option<String>,
 }
 
 impl Capture {
@@ -79,6 +83,7 @@ impl Capture {
             bytes_seen: 0,
             redactor: None,
             file: None,
+            file_error: None,
         }
     }
 
@@ -124,8 +129,8 @@ impl Capture {
         self.bytes_seen
     }
 
-    /// Takes the next chunk of output. Fails only when the full-output file
-    /// cannot be written.
+    /// Takes the next chunk of output. A full-output file that cannot be
+    /// written is dropped (and said so in the result), never an error.
     pub fn feed(&mut self, chunk: &[u8]) -> io::Result<()> {
         self.bytes_seen += chunk.len() as u64;
         match self.redactor.as_mut() {
@@ -145,16 +150,31 @@ impl Capture {
             let rest = redactor.finish();
             self.keep(&rest)?;
         }
-        if let Some(file) = self.file.take() {
-            file.close()?;
+        if let Some(file) = self.file.take()
+            && let Err(e) = file.close()
+        {
+            self.file_failed(e);
         }
         let seen = self.bytes_seen;
-        Ok((self.render(), seen))
+        let note = self.file_error.take();
+        let mut text = self.render();
+        if let Some(e) = note {
+            text.push_str(&format!("\n[runner could not save the full output: {e}]"));
+        }
+        Ok((text, seen))
+    }
+
+    fn file_failed(&mut self, e: io::Error) {
+        tracing::warn!("{e}");
+        self.file_error.get_or_insert(e.to_string());
+        self.file = None;
     }
 
     fn keep(&mut self, bytes: &[u8]) -> io::Result<()> {
-        if let Some(file) = self.file.as_mut() {
-            file.write(bytes)?;
+        if let Some(file) = self.file.as_mut()
+            && let Err(e) = file.write(bytes)
+        {
+            self.file_failed(e);
         }
         let to_head = bytes.len().min(self.head_cap - self.head.len());
         self.head.extend_from_slice(&bytes[..to_head]);

@@ -249,3 +249,19 @@ fn unwritable_full_output_path_is_an_error_naming_it() {
         "{err}"
     );
 }
+
+/// A host that cannot take the full output (disk full) loses the file,
+/// never the command's result: the run goes on and is told.
+#[test]
+fn a_full_output_file_that_cannot_be_written_is_dropped_not_fatal() {
+    let mut c = Capture::new(1000)
+        .with_full_output(Path::new("/dev/full"))
+        .expect("/dev/full opens");
+    c.feed(&vec![b'x'; 100_000])
+        .expect("feeding never fails on the file");
+    c.feed(b"tail").expect("feeding never fails on the file");
+    let (text, seen) = c.finish().expect("finish never fails on the file");
+    assert_eq!(seen, 100_004);
+    assert!(text.contains("tail"), "{text}");
+    assert!(text.contains("could not save the full output"), "{text}");
+}
