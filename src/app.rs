@@ -100,17 +100,33 @@ enum TaskSource {
     Repl,
 }
 
-fn task_source(task: Option<&str>) -> Result<TaskSource, AppError> {
+/// The task; `None` when Ctrl-C came while it was being read from stdin
+/// (nothing has started yet, so there is nothing to record).
+async fn task_source(
+    task: Option<&str>,
+    cancel: &CancellationToken,
+) -> Result<Option<TaskSource>, AppError> {
     match task {
         Some("-") => {
-            let mut s = String::new();
-            std::io::stdin()
-                .read_to_string(&mut s)
-                .map_err(AppError::Stdin)?;
-            Ok(TaskSource::Once(s))
+            // A blocking read on a thread of its own: it cannot be
+            // cancelled, and the runtime must not wait for it at exit.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let r = std::io::stdin().read_to_string(&mut s).map(|_| s);
+                let _ = tx.send(r);
+            });
+            tokio::select! {
+                _ = cancel.cancelled() => Ok(None),
+                r = rx => match r {
+                    Ok(Ok(s)) => Ok(Some(TaskSource::Once(s))),
+                    Ok(Err(e)) => Err(AppError::Stdin(e)),
+                    Err(_) => Err(AppError::Stdin(std::io::Error::other("the reader thread ended"))),
+                },
+            }
         }
-        Some(t) => Ok(TaskSource::Once(t.to_string())),
-        None if std::io::stdin().is_terminal() => Ok(TaskSource::Repl),
+        Some(t) => Ok(Some(TaskSource::Once(t.to_string()))),
+        None if std::io::stdin().is_terminal() => Ok(Some(TaskSource::Repl)),
         None => Err(AppError::NoTask),
     }
 }
@@ -122,7 +138,9 @@ async fn run_inner(
     cancel: CancellationToken,
 ) -> Result<u8, AppError> {
     let config = builder.build()?;
-    let source = task_source(task)?;
+    let Some(source) = task_source(task, &cancel).await? else {
+        return Ok(Outcome::Interrupted.exit_code());
+    };
     let model = runtime::build_model(&config)?;
 
     let (run_id, run_path) = run_dir_path(&config, human)?;

@@ -13,8 +13,25 @@ use runner::runtime::Shutdown;
 #[unsafe(link_section = ".init_array")]
 static CATCH_EARLY_SIGNALS: extern "C" fn() = runner::runtime::signals::catch_early_signals;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = runtime.block_on(run());
+    // Not waiting for blocking reads nobody can cancel (the REPL's stdin
+    // after Ctrl-C): everything that matters was written before.
+    runtime.shutdown_background();
+    code
+}
+
+async fn run() -> ExitCode {
     // First, before any work: from here on Ctrl-C and SIGTERM cancel the
     // run (which still writes its trajectory) instead of killing runner.
     let shutdown = Shutdown::install();
@@ -23,12 +40,15 @@ async fn main() -> ExitCode {
     runner::terminal::init_tracing();
     runner::terminal::install_panic_hook();
     let cli = Cli::parse();
+    let cancel = shutdown.token();
     let result = match cli.command {
-        None => runner::app::run(cli.run.builder(), cli.run.task, shutdown.token()).await,
-        Some(Command::Gc(_)) => runner::gc::run()
-            .await
-            .map(|clean| if clean { 0 } else { 2 }),
-        Some(Command::Eval(args)) => runner::eval::run(args.settings(), shutdown.token()).await,
+        None => runner::app::run(cli.run.builder(), cli.run.task, cancel).await,
+        // A sweep has nothing to save: Ctrl-C stops it where it is.
+        Some(Command::Gc(_)) => tokio::select! {
+            r = runner::gc::run() => r.map(|clean| if clean { 0 } else { 2 }),
+            _ = cancel.cancelled() => Ok(130),
+        },
+        Some(Command::Eval(args)) => runner::eval::run(args.settings(), cancel).await,
     };
     match result {
         Ok(code) => ExitCode::from(code),

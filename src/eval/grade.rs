@@ -211,8 +211,17 @@ async fn run_verifier(
     }
     let out = sandbox
         .execute(ExecRequest {
+            // TEST_DIR names the mapped /tests unless the task set its own.
             command: if tests == "/tests" {
                 "exec bash /tests/test.sh".into()
+            } else if task
+                .config
+                .verifier
+                .env
+                .iter()
+                .any(|(k, _)| k == "TEST_DIR")
+            {
+                format!("exec bash {qt}/test.sh")
             } else {
                 format!("TEST_DIR={qt} exec bash {qt}/test.sh")
             },

@@ -74,7 +74,24 @@ pub struct LocalExecutor {
     closed: AtomicBool,
     /// Where the sandbox's absolute paths (a task's /tests, /logs) live
     /// on the host, removed with the executor; `None`: they are refused.
-    root: Option<tempfile::TempDir>,
+    root: Option<(tempfile::TempDir, PathBuf)>,
+}
+
+/// Bytes of the regular files under `dir`, links not followed.
+fn tree_bytes(dir: &Path) -> io::Result<u64> {
+    let mut total = 0u64;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = std::fs::symlink_metadata(entry.path())?;
+        total = total.saturating_add(if meta.is_dir() {
+            tree_bytes(&entry.path())?
+        } else if meta.is_file() {
+            meta.len()
+        } else {
+            0
+        });
+    }
+    Ok(total)
 }
 
 /// Runs file work off the async threads.
@@ -118,11 +135,21 @@ impl LocalExecutor {
     /// or the sandbox's root: host paths are the host's, so an absolute
     /// one elsewhere (a task's /tests) would land in the host's root.
     fn contained(&self, path: &str) -> Result<PathBuf, ExecError> {
+        // `..` is refused outright: the containment check below resolves
+        // only what exists, so `missing/../../x` would pass it.
+        if Path::new(path)
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Err(ExecError::Unsupported(
+                "reach files through `..` (commands run on this host)",
+            ));
+        }
         let p = self.workdir.join(path);
         let in_root = self
             .root
             .as_ref()
-            .is_some_and(|r| crate::workspace::is_inside(&p, r.path()));
+            .is_some_and(|(_, r)| crate::workspace::is_inside(&p, r));
         if in_root || crate::workspace::is_inside(&p, &self.workdir) {
             Ok(p)
         } else {
@@ -140,12 +167,13 @@ impl LocalExecutor {
         let root = tempfile::Builder::new()
             .prefix("runner-local-root-")
             .tempdir()?;
+        // Resolved (TMPDIR may be a link), so `readlink -f` of a path under
+        // it starts with exactly what `path` hands out.
+        let real = root.path().canonicalize()?;
         self.env.retain(|(k, _)| k != SANDBOX_ROOT_ENV);
-        self.env.push((
-            SANDBOX_ROOT_ENV.into(),
-            root.path().as_os_str().to_os_string(),
-        ));
-        self.root = Some(root);
+        self.env
+            .push((SANDBOX_ROOT_ENV.into(), real.as_os_str().to_os_string()));
+        self.root = Some((root, real));
         Ok(self)
     }
 
@@ -391,8 +419,7 @@ impl Executor for LocalExecutor {
 
     fn path(&self, path: &str) -> String {
         match &self.root {
-            Some(root) if path.starts_with('/') => root
-                .path()
+            Some((_, root)) if path.starts_with('/') => root
                 .join(path.trim_start_matches('/'))
                 .display()
                 .to_string(),
@@ -533,9 +560,12 @@ impl Executor for LocalExecutor {
         let data = blocking("reading a file", move || {
             use std::io::Read;
             use std::os::unix::fs::OpenOptionsExt;
+            // O_NONBLOCK: a FIFO planted at the path must not hang the open.
             let f = std::fs::OpenOptions::new()
                 .read(true)
-                .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+                .custom_flags(
+                    (nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits(),
+                )
                 .open(&path)?;
             if !f.metadata()?.is_file() {
                 return Err(io::Error::other("not a regular file"));
@@ -577,10 +607,16 @@ impl Executor for LocalExecutor {
         let src = self.contained(src)?;
         let host = host.to_path_buf();
         let report = blocking("copying files", move || {
+            let size = tree_bytes(&src)?;
+            if size > max_bytes {
+                return Err(io::Error::other(format!(
+                    "{} holds {size} bytes, more than the {max_bytes} allowed",
+                    src.display()
+                )));
+            }
             super::tree::copy_tree(&src, &host, None)
         })
         .await?;
-        let _ = max_bytes; // the host's own files: no sandbox to bound
         if !report.skipped.is_empty() {
             tracing::warn!(skipped = ?report.skipped, "entries not copied (special files)");
         }

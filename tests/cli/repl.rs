@@ -46,3 +46,77 @@ fn a_terminal_without_a_task_starts_a_conversation_that_q_ends() {
     assert_eq!(users, ["hello", "again"]);
     assert_eq!(outcome(&traj), "completed");
 }
+
+/// Ctrl-C at the prompt ends the conversation with 130 at once: the read
+/// of the terminal that nobody can cancel must not hold the exit.
+#[test]
+fn ctrl_c_at_the_prompt_exits_130_at_once() {
+    use std::time::{Duration, Instant};
+    let _s = shared();
+    let d = Dir::new();
+    let s = d.write("script.json", r#"[{"text":"never asked"}]"#);
+    let runner = format!(
+        "{} --provider scripted --script {} --executor local",
+        env!("CARGO_BIN_EXE_runner"),
+        s.display()
+    );
+    let mut child = Command::new("script")
+        .args(["-qec", &runner, "/dev/null"])
+        .current_dir(d.path())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn script(1) from util-linux");
+    // Kept open: the prompt waits for a line that never comes.
+    let _stdin = child.stdin.take();
+    let started = Instant::now();
+    let at_prompt = || {
+        std::fs::read_dir(d.path().join("runs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                std::fs::read_to_string(e.path().join("trajectory.jsonl"))
+                    .is_ok_and(|t| t.contains("\"run_started\""))
+            })
+    };
+    while !at_prompt() && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(at_prompt(), "the conversation started");
+    std::thread::sleep(Duration::from_millis(200));
+    // runner is script's child.
+    let pids = Command::new("pgrep")
+        .args(["-P", &child.id().to_string()])
+        .output()
+        .expect("pgrep");
+    let pid: i32 = String::from_utf8_lossy(&pids.stdout)
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("runner's pid");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("send SIGINT");
+    let waited = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if waited.elapsed() > Duration::from_secs(5) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = child.kill();
+            panic!("runner still at the prompt 5 s after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(outcome(&d.trajectory()), "interrupted");
+}

@@ -653,3 +653,40 @@ fn ctrl_c_after(delay_ms: u64) -> Try {
         ))
     })
 }
+
+/// Ctrl-C while runner waits for the task on stdin (`-`) ends it at once
+/// with 130: the blocking read must not hold the exit.
+#[test]
+fn ctrl_c_while_reading_the_task_from_stdin_exits_130() {
+    let _s = shared();
+    let d = Dir::new();
+    let s = script(&d, json!([{"text": "never"}]));
+    let mut child = d
+        .scripted(&s)
+        .args(["--executor", "local", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Keep stdin open and silent; give runner time to start reading.
+    let _stdin = child.stdin.take();
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits")),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("send SIGINT");
+    let waited = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if waited.elapsed() > Duration::from_secs(5) {
+            let _ = child.kill();
+            panic!("runner still waiting on stdin 5 s after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+}

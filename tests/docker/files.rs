@@ -36,6 +36,12 @@ async fn files_round_trip_bounded_and_binary() {
         Err(ExecError::Refused(m)) => assert!(m.contains("larger than"), "{m}"),
         other => panic!("a file over the bound must be refused: {other:?}"),
     }
+    // A link is refused, not followed (even inside the sandbox).
+    run(&ex, "ln -s /etc/hostname /tmp/in/link", 10.0).await;
+    match ex.read_file("/tmp/in/link", 1 << 20).await {
+        Err(ExecError::Refused(m)) => assert!(m.contains("no such file"), "{m}"),
+        other => panic!("a link is refused: {other:?}"),
+    }
     match ex.read_file("/tmp/nope", 10).await {
         Err(ExecError::Refused(m)) => assert!(m.contains("no such file"), "{m}"),
         other => panic!("a missing file is refused: {other:?}"),

@@ -377,7 +377,11 @@ async fn files_stay_in_the_workdir_or_the_sandbox_root() {
         ex.read_file("in/blob.bin", 2).await,
         Err(ExecError::Refused(_))
     ));
-    for outside in ["/etc/passwd", "../../etc/passwd"] {
+    for outside in [
+        "/etc/passwd",
+        "../../etc/passwd",
+        "missing/../../etc/passwd",
+    ] {
         assert!(
             matches!(
                 ex.read_file(outside, 1 << 20).await,
@@ -406,6 +410,18 @@ async fn files_stay_in_the_workdir_or_the_sandbox_root() {
             .unwrap()
             .file_type()
             .is_symlink()
+    );
+    // A FIFO at the path neither hangs the read nor is read.
+    nix::unistd::mkfifo(&dir.path().join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let read = tokio::time::timeout(Duration::from_secs(5), ex.read_file("fifo", 10)).await;
+    assert!(matches!(read, Ok(Err(_))), "{read:?}");
+    std::fs::remove_file(dir.path().join("fifo")).unwrap();
+    // A download is bounded like a read.
+    let small = tempfile::tempdir().unwrap();
+    assert!(
+        ex.download_dir(&dir.path().display().to_string(), small.path(), 2)
+            .await
+            .is_err()
     );
     assert_eq!(
         std::fs::read(out.path().join("in/blob.bin")).unwrap(),

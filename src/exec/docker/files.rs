@@ -171,7 +171,7 @@ async fn read_exec(
                 detail: format!("{}: exec started detached", short(id)),
             });
         };
-        let (mut seen, mut over, mut stderr) = (0u64, false, Vec::new());
+        let (mut seen, mut stderr) = (0u64, Vec::new());
         while let Some(item) = output.next().await {
             match item {
                 Ok(bollard::container::LogOutput::StdOut { message }) => {
@@ -180,7 +180,14 @@ async fn read_exec(
                     let keep = usize::try_from(room.min(len)).unwrap_or(usize::MAX);
                     sink(&message[..keep.min(message.len())])?;
                     seen = seen.saturating_add(len);
-                    over |= seen > max_bytes;
+                    if seen > max_bytes {
+                        // Refused: the rest is not worth reading.
+                        return Ok(Read {
+                            exit_code: None,
+                            over: true,
+                            stderr,
+                        });
+                    }
                 }
                 Ok(other) => {
                     let bytes = other.into_bytes();
@@ -193,7 +200,7 @@ async fn read_exec(
         let exit_code = wait_exit(docker, &exec_id, id, Duration::from_secs(10)).await?;
         Ok(Read {
             exit_code,
-            over,
+            over: false,
             stderr,
         })
     };
@@ -225,7 +232,8 @@ pub async fn read_file(
         docker,
         id,
         user,
-        "[ -f \"$1\" ] || exit 66; exec cat -- \"$1\"",
+        // Not a link: what is read is the file named, not what it points to.
+        "[ -f \"$1\" ] && [ ! -L \"$1\" ] || exit 66; exec cat -- \"$1\"",
         &[path],
         max_bytes,
         &mut |b| {
