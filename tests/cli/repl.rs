@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use crate::support::binary::{Dir, of_type, outcome};
+use crate::support::binary::{Dir, of_type, outcome, sigint, some_trajectory_has, wait_within};
 use crate::support::serial::shared;
 
 #[test]
@@ -72,16 +72,7 @@ fn ctrl_c_at_the_prompt_exits_130_at_once() {
     // Kept open: the prompt waits for a line that never comes.
     let _stdin = child.stdin.take();
     let started = Instant::now();
-    let at_prompt = || {
-        std::fs::read_dir(d.path().join("runs"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|e| {
-                std::fs::read_to_string(e.path().join("trajectory.jsonl"))
-                    .is_ok_and(|t| t.contains("\"run_started\""))
-            })
-    };
+    let at_prompt = || some_trajectory_has(d.path(), "run_started");
     while !at_prompt() && started.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -92,31 +83,21 @@ fn ctrl_c_at_the_prompt_exits_130_at_once() {
         .args(["-P", &child.id().to_string()])
         .output()
         .expect("pgrep");
-    let pid: i32 = String::from_utf8_lossy(&pids.stdout)
+    let pid: u32 = String::from_utf8_lossy(&pids.stdout)
         .split_whitespace()
         .next()
         .and_then(|p| p.parse().ok())
         .expect("runner's pid");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .expect("send SIGINT");
-    let waited = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if waited.elapsed() > Duration::from_secs(5) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            let _ = child.kill();
-            panic!("runner still at the prompt 5 s after Ctrl-C");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    sigint(pid);
+    let status = wait_within(&mut child, Duration::from_secs(5));
+    if status.is_none() {
+        // script(1) is gone; its child may not be.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid fits i32")),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let status = status.expect("runner still at the prompt 5 s after Ctrl-C");
     assert_eq!(status.code(), Some(130));
     assert_eq!(outcome(&d.trajectory()), "interrupted");
 }

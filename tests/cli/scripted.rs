@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::support::binary::{
-    Dir, Exec, Ran, bash, of_type, outcome, process_alive, run, run_id_of, script, walk,
+    Dir, Exec, Ran, bash, of_type, outcome, process_alive, run, run_id_of, script, sigint,
+    some_trajectory_has, wait_within, walk,
 };
 use crate::support::docker::{containers_of_run, sandbox_process_alive};
 use crate::support::serial::shared;
@@ -493,36 +494,14 @@ fn ctrl_c_during_a_model_call_exits_130_promptly() {
         .expect("spawn");
     let start = Instant::now();
     // Wait until the model request is in the trajectory, then interrupt.
-    let requested = || {
-        std::fs::read_dir(d.path().join("runs"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|e| {
-                std::fs::read_to_string(e.path().join("trajectory.jsonl"))
-                    .is_ok_and(|t| t.contains("\"model_request\""))
-            })
-    };
+    let requested = || some_trajectory_has(d.path(), "model_request");
     while !requested() && start.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(requested(), "the model call started");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits i32")),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .expect("send SIGINT");
-    let waited = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        assert!(
-            waited.elapsed() < Duration::from_secs(5),
-            "runner still waiting on the model 5 s after Ctrl-C"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    sigint(child.id());
+    let status = wait_within(&mut child, Duration::from_secs(5))
+        .expect("runner still waiting on the model 5 s after Ctrl-C");
     assert_eq!(status.code(), Some(130));
     let traj = d.trajectory();
     assert_eq!(outcome(&traj), "interrupted");
@@ -616,22 +595,9 @@ fn ctrl_c_after(delay_ms: u64) -> Try {
         .expect("spawn");
     std::thread::sleep(Duration::from_millis(delay_ms));
     let (caught, threaded) = sigint_state(child.id());
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits")),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .expect("send SIGINT");
-    let waited = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if waited.elapsed() > Duration::from_secs(10) {
-            let _ = child.kill();
-            break child.wait().expect("wait");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    sigint(child.id());
+    let status = wait_within(&mut child, Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("runner still running 10 s after Ctrl-C at {delay_ms} ms"));
     use std::os::unix::process::ExitStatusExt;
     if !caught && !threaded && status.signal() == Some(nix::sys::signal::Signal::SIGINT as i32) {
         return Try::InLoader;
@@ -672,21 +638,8 @@ fn ctrl_c_while_reading_the_task_from_stdin_exits_130() {
     // Keep stdin open and silent; give runner time to start reading.
     let _stdin = child.stdin.take();
     std::thread::sleep(Duration::from_millis(300));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits")),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .expect("send SIGINT");
-    let waited = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if waited.elapsed() > Duration::from_secs(5) {
-            let _ = child.kill();
-            panic!("runner still waiting on stdin 5 s after Ctrl-C");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    sigint(child.id());
+    let status = wait_within(&mut child, Duration::from_secs(5))
+        .expect("runner still waiting on stdin 5 s after Ctrl-C");
     assert_eq!(status.code(), Some(130));
 }

@@ -407,3 +407,45 @@ pub fn peak_rss_kib(pid: u32) -> Option<u64> {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
+
+/// Sends SIGINT (Ctrl-C) to process `pid`.
+pub fn sigint(pid: u32) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid fits i32")),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("send SIGINT");
+}
+
+/// The child's exit status once it ends within `limit`; `None` (after
+/// killing it, so nothing lingers) when it did not.
+pub fn wait_within(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let waited = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            return Some(st);
+        }
+        if waited.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether some trajectory under `dir/runs` has an event of type `ty`.
+pub fn some_trajectory_has(dir: &Path, ty: &str) -> bool {
+    let needle = format!("\"{ty}\"");
+    std::fs::read_dir(dir.join("runs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            std::fs::read_to_string(e.path().join("trajectory.jsonl"))
+                .is_ok_and(|t| t.contains(&needle))
+        })
+}
