@@ -121,6 +121,20 @@ pub fn collect(
     })
 }
 
+/// The values of the credential-looking pairs among `pairs` that are long
+/// enough to redact (a task's `[verifier].env`, say).
+pub fn credential_values<'a>(
+    pairs: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Vec<String> {
+    pairs
+        .into_iter()
+        .filter(|(name, value)| {
+            is_credential_name(name) && value.chars().count() >= MIN_SECRET_CHARS && !is_flag(value)
+        })
+        .map(|(_, value)| value.clone())
+        .collect()
+}
+
 fn is_flag(value: &str) -> bool {
     FLAG_VALUES.iter().any(|f| value.eq_ignore_ascii_case(f))
 }
@@ -136,13 +150,14 @@ struct Patterns {
     automaton: AhoCorasick,
     /// Length in bytes of the longest pattern.
     longest: usize,
-    /// How many secrets (not counting their escaped forms).
-    secrets: usize,
+    /// The secrets themselves (not their escaped forms), so more can be
+    /// added ([`Redactor::with`]).
+    secrets: Vec<String>,
 }
 
 impl std::fmt::Debug for Redactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.patterns.as_ref().map_or(0, |p| p.secrets);
+        let n = self.patterns.as_ref().map_or(0, |p| p.secrets.len());
         write!(f, "Redactor({n} secrets)")
     }
 }
@@ -175,9 +190,21 @@ impl Redactor {
             patterns: Some(Arc::new(Patterns {
                 longest: automaton.max_pattern_len(),
                 automaton,
-                secrets: secrets.len(),
+                secrets,
             })),
         })
+    }
+
+    /// This redactor plus `more` secrets (under the same rules as
+    /// [`Redactor::new`]: the caller applies any minimum length).
+    pub fn with(&self, more: Vec<String>) -> Result<Redactor, RedactError> {
+        let mut all = self
+            .patterns
+            .as_ref()
+            .map(|p| p.secrets.clone())
+            .unwrap_or_default();
+        all.extend(more);
+        Redactor::new(all)
     }
 
     /// True when there is nothing to redact.

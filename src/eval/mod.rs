@@ -142,6 +142,15 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
     // --env pairs are the same for every attempt.
     let human = Human::new();
     let redactor = crate::runtime::run_redactor(&probe, &human)?;
+    // The tasks' own credentials (`[verifier].env`) reach the verifier's
+    // output, its log and the reports: they are the suite's secrets too.
+    let redactor = redactor.with(
+        tasks
+            .iter()
+            .flat_map(|t| crate::redact::credential_values(&t.config.verifier.env))
+            .collect(),
+    )?;
+    human.set_redactor(redactor.clone());
     let ctx = Arc::new(AttemptCtx {
         agent: args.agent_kind,
         base,

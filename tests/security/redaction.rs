@@ -151,6 +151,43 @@ fn eval_keeps_env_credentials_out_of_every_file_and_the_terminal() {
     assert_eq!(warnings, 1, "{}", ran.explain());
 }
 
+/// A task's own credential (`[verifier].env`) is the suite's secret too:
+/// the verifier prints it and makes it the reward, and it shows nowhere.
+#[test]
+fn eval_keeps_a_task_s_verifier_credentials_out_of_every_file() {
+    const VTOKEN: &str = "vt-9Rk3LpQ8wN2xZ5";
+    let _g = prelude();
+    let d = Dir::new();
+    let toml = toml(TINY, 60, 60).replace(
+        "[environment]",
+        &format!("[verifier.env]\nSERVICE_TOKEN = \"{VTOKEN}\"\n[environment]"),
+    );
+    // The task itself (which holds the secret) lives outside `d`.
+    let tasks = tempfile::tempdir().expect("tempdir");
+    let dir = task(
+        tasks.path(),
+        "vleak",
+        &[
+            ("instruction.md", "Nothing.\n"),
+            ("task.toml", &toml),
+            (
+                "tests/test.sh",
+                "echo \"svc=$SERVICE_TOKEN\"; printf '%s' \"$SERVICE_TOKEN\" > /logs/verifier/reward.txt\n",
+            ),
+        ],
+    );
+    let dir = dir.display().to_string();
+    let (ran, pid) = run_with_pid(eval_cmd(&d, &[&dir, "--agent", "nop"]));
+    assert_clean(pid, &ran.desc);
+    let files = assert_nowhere(VTOKEN, &d, &ran);
+    let attempt = d.path().join("runs/eval/vleak/1");
+    for want in [attempt.join("verifier.log"), d.path().join("report.json")] {
+        assert!(files.contains(&want), "{want:?} not among {files:?}");
+    }
+    let log = std::fs::read_to_string(attempt.join("verifier.log")).expect("verifier.log");
+    assert!(log.contains("svc=[REDACTED]"), "the verifier saw it: {log}");
+}
+
 /// Polls for the container labelled with runner pid `pid`.
 fn container_of(pid: u32, within: Duration) -> Option<String> {
     let start = Instant::now();
