@@ -23,11 +23,19 @@ impl Failure {
     }
 
     /// Prints it on stderr, made visible (an error can quote the sandbox,
-    /// the engine or a file).
+    /// the engine or a file) and without the credentials of runner's
+    /// environment (an error can quote a flag's value, and it may come
+    /// before any run's redactor exists).
     pub fn print(&self) {
-        eprintln!("error: {}", visible(&self.message));
+        // vars_os: std::env::vars panics on a variable that is not UTF-8.
+        let host_env = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+        let redactor = crate::redact::collect(host_env, None, &[])
+            .map(|c| c.redactor)
+            .unwrap_or_default();
+        eprintln!("error: {}", visible(&redactor.redact(&self.message)));
         if let Some(h) = &self.hint {
-            eprintln!("hint: {}", visible(h));
+            eprintln!("hint: {}", visible(&redactor.redact(h)));
         }
     }
 }

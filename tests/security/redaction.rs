@@ -378,3 +378,27 @@ fn streamed_model_text_is_redacted_on_the_terminal_even_split_across_deltas() {
     assert_nowhere(TOKEN, &d, &ran);
     assert_nowhere("sk-ant-fake-key-123456", &d, &ran);
 }
+
+/// An error before any run exists (a bad flag value) still keeps the
+/// credentials of runner's environment off the terminal: a token pasted
+/// into the wrong flag is not echoed back.
+#[test]
+fn an_error_before_the_run_does_not_echo_a_credential() {
+    let d = Dir::new();
+    let ran = run(d.runner().env("DEPLOY_TOKEN", TOKEN).args([
+        "--provider",
+        "scripted",
+        "--script",
+        "s.json",
+        "--memory",
+        TOKEN,
+        "x",
+    ]));
+    ran.expect_code(2);
+    assert!(
+        ran.stderr().contains("--memory '[REDACTED]'"),
+        "{}",
+        ran.explain()
+    );
+    assert!(!contains(&ran.out.stderr, TOKEN), "{}", ran.explain());
+}
