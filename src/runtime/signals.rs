@@ -74,13 +74,6 @@ impl Shutdown {
         Shutdown { token }
     }
 
-    /// A token that is never cancelled by a signal (tests, embedding).
-    pub fn manual() -> Shutdown {
-        Shutdown {
-            token: CancellationToken::new(),
-        }
-    }
-
     /// The token Ctrl-C and SIGTERM cancel.
     pub fn token(&self) -> CancellationToken {
         self.token.clone()

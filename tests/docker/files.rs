@@ -86,3 +86,69 @@ async fn a_downloaded_directory_keeps_links_as_links_and_is_bounded() {
     }
     finish(&d, ex, &id).await;
 }
+
+/// A hostile sandbox (root, writable root: it can replace `tar`) answers a
+/// download with a crafted archive: an entry climbing out with `..`, and a
+/// link to a host directory followed by an entry through it. Nothing lands
+/// outside the host directory the download was given.
+#[tokio::test]
+async fn a_crafted_download_archive_writes_nothing_outside_its_directory() {
+    use crate::support::docker::{BOOKWORM, require_images};
+    let _s = serial();
+    let d = docker().await;
+    require_images(&[BOOKWORM]);
+    let ws = tempfile::tempdir().unwrap();
+    let mut c = cfg("evil-tar");
+    c.image = BOOKWORM.into();
+    c.user = "0:0".into();
+    c.writable_rootfs = true;
+    c.workspace = Some(ws.path().to_path_buf());
+    let id = c.run_id.clone();
+    let ex = start(c).await;
+    // The host directory under attack: the download's parent.
+    let parent = tempfile::tempdir().unwrap();
+    let host = parent.path().join("dest");
+    std::fs::create_dir(&host).unwrap();
+    let craft = format!(
+        r#"python3 - <<'PY'
+import io, tarfile
+t = tarfile.open('/tmp/evil.tar', 'w')
+def add(name, data=b'x', kind=tarfile.REGTYPE, link=''):
+    i = tarfile.TarInfo(name); i.type = kind; i.linkname = link
+    if kind == tarfile.REGTYPE:
+        i.size = len(data); t.addfile(i, io.BytesIO(data))
+    else:
+        t.addfile(i)
+add('out/ok.txt', b'ok')
+add('out/../../escaped.txt')
+add('out/lnk', kind=tarfile.SYMTYPE, link='{parent}')
+add('out/lnk/through.txt')
+t.close()
+PY
+mkdir -p /tmp/out && printf '#!/bin/sh\ncat /tmp/evil.tar\n' > "$(command -v tar)" && echo planted"#,
+        parent = parent.path().display()
+    );
+    let out = run(&ex, &craft, 30.0).await;
+    assert!(out.output.contains("planted"), "{out:?}");
+    let r = ex.download_dir("/tmp/out", &host, 1 << 20).await;
+    eprintln!("download: {r:?}");
+    for escaped in ["escaped.txt", "through.txt"] {
+        assert!(
+            !parent.path().join(escaped).exists(),
+            "{escaped} was written outside the download directory"
+        );
+    }
+    let above = parent.path().parent().unwrap().join("escaped.txt");
+    assert!(!above.exists(), "escaped two levels up: {above:?}");
+    // What is ordinary still arrives; the link stays a link.
+    if r.is_ok() {
+        assert_eq!(std::fs::read_to_string(host.join("ok.txt")).unwrap(), "ok");
+        assert!(
+            std::fs::symlink_metadata(host.join("lnk"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+    }
+    finish(&d, ex, &id).await;
+}

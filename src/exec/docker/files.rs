@@ -280,9 +280,13 @@ pub async fn download_dir(
     finish_read(&read, id, src, "download", max_bytes)?;
     std::io::Seek::rewind(&mut file)?;
     let host = host.to_path_buf();
-    tokio::task::spawn_blocking(move || copy::extract_under(file, &host, &top))
+    let report = tokio::task::spawn_blocking(move || copy::extract_under(file, &host, &top))
         .await
         .map_err(|e| ExecError::Spawn(format!("unpacking the download: {e}")))??;
+    if !report.skipped.is_empty() {
+        // Escaping paths, entries through links, devices: refused, and said.
+        tracing::warn!(skipped = ?report.skipped, "download entries refused");
+    }
     Ok(())
 }
 
