@@ -7,6 +7,24 @@ use std::process::{Command, Stdio};
 use crate::support::binary::{Dir, of_type, outcome, sigint, some_trajectory_has, wait_within};
 use crate::support::serial::shared;
 
+/// runner with scripted model `script`, in `d`, on a pseudo-terminal.
+fn on_a_terminal(d: &Dir, script: &std::path::Path) -> std::process::Child {
+    let runner = format!(
+        "{} --provider scripted --script {} --executor local",
+        env!("CARGO_BIN_EXE_runner"),
+        script.display()
+    );
+    Command::new("script")
+        .args(["-qec", &runner, "/dev/null"])
+        .current_dir(d.path())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn script(1) from util-linux")
+}
+
 #[test]
 fn a_terminal_without_a_task_starts_a_conversation_that_q_ends() {
     let _s = shared();
@@ -17,20 +35,7 @@ fn a_terminal_without_a_task_starts_a_conversation_that_q_ends() {
             {"tool_calls":[{"name":"bash","input":{"command":"echo second-turn"}}]},
             {"text":"second answer","expect":"second-turn"}]"#,
     );
-    let runner = format!(
-        "{} --provider scripted --script {} --executor local",
-        env!("CARGO_BIN_EXE_runner"),
-        s.display()
-    );
-    let mut child = Command::new("script")
-        .args(["-qec", &runner, "/dev/null"])
-        .current_dir(d.path())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn script(1) from util-linux");
+    let mut child = on_a_terminal(&d, &s);
     if let Some(mut stdin) = child.stdin.take() {
         stdin.write_all(b"hello\nagain\nq\n").expect("type");
     }
@@ -55,20 +60,7 @@ fn ctrl_c_at_the_prompt_exits_130_at_once() {
     let _s = shared();
     let d = Dir::new();
     let s = d.write("script.json", r#"[{"text":"never asked"}]"#);
-    let runner = format!(
-        "{} --provider scripted --script {} --executor local",
-        env!("CARGO_BIN_EXE_runner"),
-        s.display()
-    );
-    let mut child = Command::new("script")
-        .args(["-qec", &runner, "/dev/null"])
-        .current_dir(d.path())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn script(1) from util-linux");
+    let mut child = on_a_terminal(&d, &s);
     // Kept open: the prompt waits for a line that never comes.
     let _stdin = child.stdin.take();
     let started = Instant::now();

@@ -481,17 +481,7 @@ fn ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130(ex: Exec) {
 fn ctrl_c_during_a_model_call_exits_130_promptly() {
     let _s = shared();
     let d = Dir::new();
-    let s = script(
-        &d,
-        json!([{"text": "slow thought", "delay_ms": 60_000}, {"text": "never"}]),
-    );
-    let mut child = d
-        .scripted(&s)
-        .args(["--executor", "local", "think"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let mut child = spawn_thinking(&d);
     let start = Instant::now();
     // Wait until the model request is in the trajectory, then interrupt.
     let requested = || some_trajectory_has(d.path(), "model_request");
@@ -580,19 +570,23 @@ fn sigint_state(pid: u32) -> (bool, bool) {
     (caught, threaded)
 }
 
-fn ctrl_c_after(delay_ms: u64) -> Try {
-    let d = Dir::new();
+/// A local run in `d` whose model thinks for a minute before answering.
+fn spawn_thinking(d: &Dir) -> std::process::Child {
     let s = script(
-        &d,
+        d,
         json!([{"text": "slow thought", "delay_ms": 60_000}, {"text": "never"}]),
     );
-    let mut child = d
-        .scripted(&s)
+    d.scripted(&s)
         .args(["--executor", "local", "think"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("spawn");
+        .expect("spawn")
+}
+
+fn ctrl_c_after(delay_ms: u64) -> Try {
+    let d = Dir::new();
+    let mut child = spawn_thinking(&d);
     std::thread::sleep(Duration::from_millis(delay_ms));
     let (caught, threaded) = sigint_state(child.id());
     sigint(child.id());

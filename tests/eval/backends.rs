@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::support::binary::{Dir, Ran};
+use crate::support::binary::{Dir, Ran, sigint};
 use crate::support::docker::TINY;
 use crate::support::eval::{eval_cmd, prelude, report, run_with_pid, task, toml};
 
@@ -137,11 +137,7 @@ fn ctrl_c_interrupts_the_suite_and_writes_the_reports_on_both_backends() {
             std::thread::sleep(Duration::from_millis(50));
         }
         assert!(log.exists(), "{backend}: solve.sh started");
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits")),
-            nix::sys::signal::Signal::SIGINT,
-        )
-        .expect("send SIGINT");
+        sigint(child.id());
         let t = Instant::now();
         let out = child.wait_with_output().expect("wait");
         let ran = Ran {
