@@ -8,15 +8,20 @@ use crate::support::binary::{Dir, of_type, outcome, sigint, some_trajectory_has,
 use crate::support::serial::shared;
 
 /// runner with scripted model `script`, in `d`, on a pseudo-terminal.
+/// script(1) runs the command through `$SHELL -c`; dash (CI's `/bin/sh`)
+/// forks rather than execs its last command, so the `exec` makes runner
+/// itself script's child whatever the shell, and the shell is pinned so
+/// the test does not depend on the caller's.
 fn on_a_terminal(d: &Dir, script: &std::path::Path) -> std::process::Child {
     let runner = format!(
-        "{} --provider scripted --script {} --executor local",
+        "exec {} --provider scripted --script {} --executor local",
         env!("CARGO_BIN_EXE_runner"),
         script.display()
     );
     Command::new("script")
         .args(["-qec", &runner, "/dev/null"])
         .current_dir(d.path())
+        .env("SHELL", "/bin/sh")
         .env("NO_COLOR", "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -80,6 +85,8 @@ fn ctrl_c_at_the_prompt_exits_130_at_once() {
         .next()
         .and_then(|p| p.parse().ok())
         .expect("runner's pid");
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    assert_eq!(comm.trim(), "runner", "script(1)'s child is runner itself");
     sigint(pid);
     let status = wait_within(&mut child, Duration::from_secs(5));
     if status.is_none() {
