@@ -181,6 +181,7 @@ fn conversation() -> Vec<Message> {
 
 fn bash_spec() -> ToolSpec {
     ToolSpec {
+        native: None,
         name: "bash".into(),
         description: "Run a shell command with bash -c in /workspace.".into(),
         input_schema: json!({"type": "object", "properties": {

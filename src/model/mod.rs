@@ -116,6 +116,12 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the input object.
     pub input_schema: Value,
+    /// The provider-defined tool this one stands for, as Anthropic names
+    /// it (`{"type": "text_editor_20250728", "name": ...}`): sent instead
+    /// of the custom definition by a client whose API knows it (Anthropic's
+    /// Messages); every other client sends name, description and schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<Value>,
 }
 
 /// Why the model stopped.

@@ -150,6 +150,7 @@ pub fn render_for_model(out: &ExecOutput, timeout: Duration) -> String {
 impl Tool for BashTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
+            native: None,
             name: "bash".into(),
             description: format!(
                 "Run a shell command with bash -c in {}. Each call starts a fresh shell: \

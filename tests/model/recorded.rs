@@ -223,6 +223,7 @@ pub fn anthropic_tools(req: &Value) -> Vec<ToolSpec> {
         .unwrap_or_default()
         .iter()
         .map(|t| ToolSpec {
+            native: None,
             name: t["name"].as_str().unwrap_or("").to_string(),
             description: t["description"].as_str().unwrap_or("").to_string(),
             input_schema: t
@@ -241,6 +242,7 @@ pub fn openai_tools(req: &Value) -> Vec<ToolSpec> {
         .unwrap_or_default()
         .iter()
         .map(|t| ToolSpec {
+            native: None,
             name: t["function"]["name"].as_str().unwrap_or("").to_string(),
             description: t["function"]["description"]
                 .as_str()

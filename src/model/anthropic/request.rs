@@ -25,7 +25,10 @@ pub(crate) fn build_body(model: &str, req: &ModelRequest<'_>) -> Value {
         let mut tools: Vec<Value> = req
             .tools
             .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+            .map(|t| match &t.native {
+                Some(native) => native.clone(),
+                None => json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}),
+            })
             .collect();
         if let Some(Value::Object(last)) = tools.last_mut() {
             last.insert("cache_control".into(), ephemeral());
@@ -125,11 +128,13 @@ mod tests {
     fn system_tools_and_newest_user_message_carry_cache_breakpoints() {
         let tools = vec![
             ToolSpec {
+                native: None,
                 name: "a".into(),
                 description: "A".into(),
                 input_schema: json!({"type": "object"}),
             },
             ToolSpec {
+                native: None,
                 name: "b".into(),
                 description: "B".into(),
                 input_schema: json!({"type": "object"}),

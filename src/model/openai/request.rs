@@ -158,6 +158,7 @@ mod tests {
             },
         ];
         let tools = [ToolSpec {
+            native: None,
             name: "rm".into(),
             description: "remove".into(),
             input_schema: json!({"type": "object"}),
