@@ -8,6 +8,7 @@ pub mod disk;
 pub mod docker;
 pub mod liveness;
 pub mod local;
+pub mod supervisor;
 pub mod tree;
 
 use std::time::Duration;

@@ -127,28 +127,6 @@ async fn background_processes_are_killed_as(user: &str) {
     finish(&d, ex, &id).await;
 }
 
-/// A command that kills runner's launcher (its parent shell) and goes on:
-/// runner waits for it as for any command, keeps its output, says the exit
-/// code is unknown, and kills what it left.
-#[tokio::test]
-async fn a_command_that_kills_its_launcher_is_still_waited_for_and_cleaned_up() {
-    let _s = serial();
-    let d = docker().await;
-    let c = cfg("sec-launcher");
-    let id = c.run_id.clone();
-    let ex = start(c).await;
-    let out = run(&ex, "kill -9 $PPID; sleep 1000 & sleep 1; echo late", 20.0).await;
-    eprintln!("{out:?}");
-    assert!(out.output.starts_with("late\n"), "{out:?}");
-    assert!(out.output.contains("launcher"), "{out:?}");
-    assert_eq!(out.exit_code, None);
-    assert!(!out.timed_out);
-    let left = stray_processes(&ex).await;
-    assert!(left.is_empty(), "left running: {left:?}");
-    assert_eq!(run(&ex, "echo next", 10.0).await.output, "next\n");
-    finish(&d, ex, &id).await;
-}
-
 /// A command that freezes: the test moves a process of the command into a
 /// frozen cgroup (cgroup v1 freezer, from the host), where SIGKILL cannot
 /// finish it. The sandbox cannot be recovered and the executor must say so

@@ -24,5 +24,6 @@ mod redaction;
 mod rundir;
 mod runtime;
 mod sigkill;
+mod supervisor;
 mod terminal;
 mod workspace;

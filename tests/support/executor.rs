@@ -104,8 +104,7 @@ pub async fn finish(d: &Docker, ex: DockerExecutor, run_id: &str) {
     );
 }
 
-/// Processes in the container other than init, the idle processes (whose
-/// arguments say `runner-idle`), the launcher of this listing and the
+/// Processes in the container other than its supervisor (PID 1) and the
 /// listing itself, as `pid user args` lines.
 pub async fn stray_processes(ex: &DockerExecutor) -> Vec<String> {
     let out = run(ex, "ps -o pid,user,args", 10.0).await;
@@ -114,8 +113,7 @@ pub async fn stray_processes(ex: &DockerExecutor) -> Vec<String> {
         .skip(1)
         .filter(|l| {
             let args = l.split_whitespace().skip(2).collect::<Vec<_>>().join(" ");
-            !(args.starts_with("/sbin/docker-init")
-                || args.contains("runner-idle")
+            !(args.starts_with(runner::exec::supervisor::binary::IN_SANDBOX)
                 || args.contains("ps -o pid,user,args"))
         })
         .map(str::to_string)

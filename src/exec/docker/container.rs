@@ -13,11 +13,12 @@ use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOp
 use super::client::{CALL_TIMEOUT, call, short, status_of};
 use super::config::{
     DEFAULT_HOME_SIZE_BYTES, DEFAULT_RUN_SIZE_BYTES, DockerConfig, EXPIRY_MARGIN_SECS,
-    SANDBOX_HOME, numeric_user,
+    SANDBOX_HOME,
 };
 use super::engine::Kernel;
 use super::lifeline::{Ending, Lifeline};
 use crate::exec::ExecError;
+use crate::exec::supervisor::binary::IN_SANDBOX as SUPERVISOR_IN_SANDBOX;
 
 /// Label marking every object the runner creates.
 pub const LABEL_MANAGED: &str = "runner.managed-by";
@@ -120,35 +121,74 @@ pub fn host_pids_limit(cfg: &DockerConfig, kernel: Kernel) -> i64 {
     }
 }
 
-/// The container's main process: it reads its stdin, which runner holds
-/// open (see `lifeline`), and exits at EOF, that is when runner is gone;
-/// under `timeout` (when the image has it) it also exits at the expiry
-/// (`$1` seconds). The line `keep` makes it outlive the stream until then.
-/// `$2` is the loop, run by a second `sh` so `timeout` can wrap it.
-pub const IDLE: &str = r#"command -v timeout >/dev/null && exec timeout "$1" sh -c "$2" runner-idle "$1"; exec sh -c "$2" runner-idle "$1""#;
-/// The stdin loop of [`IDLE`].
-const IDLE_LOOP: &str = r#"while read -r l; do [ "$l" = keep ] && exec sleep "$1"; done"#;
+/// The capabilities the supervisor needs (and only it keeps: commands get
+/// none, see `sandbox/supervisor`): to kill every command process, to
+/// switch to the sandbox user, and to empty the commands' bounding set.
+const SUPERVISOR_CAPS: [&str; 4] = ["KILL", "SETUID", "SETGID", "SETPCAP"];
 
-/// Builds the hardened container spec. The main process ([`IDLE`]) runs
-/// under Docker's init as root without capabilities: commands run as
-/// `cfg.user` through exec, so they cannot signal it (signalling another
-/// uid needs CAP_KILL), and the kill protocol's `kill -9 -1` spares it.
-/// `user` is who commands run as (it owns the HOME tmpfs); `kernel` is
+/// The number of a capability, by its Docker name (without `CAP_`).
+fn cap_number(name: &str) -> Option<u32> {
+    const NAMES: [&str; 41] = [
+        "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID",
+        "SETUID", "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST",
+        "NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO",
+        "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE",
+        "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE",
+        "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM",
+        "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE",
+    ];
+    let n = name.trim_start_matches("CAP_");
+    NAMES
+        .iter()
+        .position(|c| c.eq_ignore_ascii_case(n))
+        .and_then(|p| u32::try_from(p).ok())
+}
+
+/// The supervisor's command line: who commands run as, when the sandbox
+/// expires, and the capabilities commands keep (`cfg.cap_add`).
+fn supervisor_args(cfg: &DockerConfig, uid: u32, gid: u32) -> Vec<String> {
+    let expiry = cfg
+        .max_run_time
+        .as_secs()
+        .saturating_add(EXPIRY_MARGIN_SECS);
+    let mut args = vec![
+        "--user".to_string(),
+        format!("{uid}:{gid}"),
+        "--expiry".to_string(),
+        expiry.to_string(),
+    ];
+    let caps: Vec<String> = cfg
+        .cap_add
+        .iter()
+        .filter_map(|c| cap_number(c))
+        .map(|n| n.to_string())
+        .collect();
+    if !caps.is_empty() {
+        args.push("--caps".into());
+        args.push(caps.join(","));
+    }
+    args
+}
+
+/// Builds the hardened container spec. The main process (PID 1) is the
+/// supervisor, mounted read-only from `supervisor` on the host: it starts
+/// as root with [`SUPERVISOR_CAPS`] only, moves to a uid of its own and
+/// runs commands as `user` (numeric `uid:gid`) with no capabilities, so
+/// they can neither signal nor trace it; the kill protocol's fallback
+/// `kill -9 -1` spares it too. `user` owns the HOME tmpfs; `kernel` is
 /// what the runtime puts under the sandbox.
 pub fn spec(
     cfg: &DockerConfig,
-    user: &str,
+    user: (u32, u32),
     mount: &WorkspaceMount<'_>,
     kernel: Kernel,
+    supervisor: &str,
 ) -> ContainerCreateBody {
+    let (uid, gid) = user;
     let mut tmpfs = HashMap::new();
     // Exec allowed like /workspace, so `pip install --user` scripts in
     // ~/.local/bin run.
-    let owner = match numeric_user(user) {
-        Some((uid, gid)) => format!("uid={uid},gid={gid},mode=700"),
-        // A user name we cannot resolve here: any uid may write, sticky.
-        None => "mode=1777".to_string(),
-    };
+    let owner = format!("uid={uid},gid={gid},mode=700");
     tmpfs.insert(
         SANDBOX_HOME.to_string(),
         format!("rw,nosuid,nodev,exec,size={DEFAULT_HOME_SIZE_BYTES},{owner}"),
@@ -163,7 +203,7 @@ pub fn spec(
             format!("rw,nosuid,nodev,noexec,size={DEFAULT_RUN_SIZE_BYTES},mode=755"),
         );
     }
-    let mounts = match mount {
+    let mut mounts = match mount {
         WorkspaceMount::None => None,
         WorkspaceMount::Bind(src) => Some(vec![Mount {
             target: Some(cfg.workdir.clone()),
@@ -186,6 +226,13 @@ pub fn spec(
             ..Default::default()
         }]),
     };
+    mounts.get_or_insert_with(Vec::new).push(Mount {
+        target: Some(SUPERVISOR_IN_SANDBOX.into()),
+        source: Some(supervisor.into()),
+        typ: Some(MountType::BIND),
+        read_only: Some(true),
+        ..Default::default()
+    });
     let ulimit = |name: &str, v: i64| ResourcesUlimits {
         name: Some(name.into()),
         soft: Some(v),
@@ -209,7 +256,13 @@ pub fn spec(
     }
     let host_config = HostConfig {
         cap_drop: Some(vec!["ALL".into()]),
-        cap_add: (!cfg.cap_add.is_empty()).then(|| cfg.cap_add.clone()),
+        cap_add: Some(
+            SUPERVISOR_CAPS
+                .iter()
+                .map(|c| c.to_string())
+                .chain(cfg.cap_add.iter().cloned())
+                .collect(),
+        ),
         // Only adds no-new-privileges; the engine's seccomp and AppArmor
         // defaults stay where it has them (what is actually in force is
         // read back by `engine::inspect_security`).
@@ -223,7 +276,10 @@ pub fn spec(
         nano_cpus: Some(crate::convert::i64_from_f64(cfg.cpus * 1e9)),
         pids_limit: Some(host_pids_limit(cfg, kernel)),
         ulimits: Some(ulimits),
-        init: Some(true),
+        // The supervisor is PID 1 and reaps what is orphaned: an init of
+        // the engine's would hold the supervisor's capabilities in a
+        // process a root command may trace.
+        init: Some(false),
         runtime: cfg.runtime.clone(),
         mounts,
         // The container goes away as soon as its main process ends: when
@@ -231,19 +287,14 @@ pub fn spec(
         auto_remove: Some(true),
         ..Default::default()
     };
-    let idle_secs = cfg
-        .max_run_time
-        .as_secs()
-        .saturating_add(EXPIRY_MARGIN_SECS);
     ContainerCreateBody {
         image: Some(cfg.image.clone()),
-        entrypoint: Some(vec!["sh".into(), "-c".into(), IDLE.into()]),
-        cmd: Some(vec![
-            "runner-idle".into(),
-            idle_secs.to_string(),
-            IDLE_LOOP.into(),
-        ]),
+        entrypoint: Some(vec![SUPERVISOR_IN_SANDBOX.into()]),
+        cmd: Some(supervisor_args(cfg, uid, gid)),
         open_stdin: Some(true),
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
         stdin_once: Some(true),
         user: Some("0:0".into()),
         working_dir: Some(cfg.workdir.clone()),

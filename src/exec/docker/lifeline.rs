@@ -1,13 +1,15 @@
 //! The sandbox's tie to its runner, and the engine's word on how it ended.
 //!
 //! The container is created with an open stdin (`OpenStdin`, `StdinOnce`)
-//! and `AutoRemove`; its main process reads that stdin (see
-//! `container::IDLE`). Before the container starts, runner attaches to the
-//! stdin and holds the connection for the executor's lifetime. However
-//! runner ends, SIGKILL included, the kernel closes the connection, the
-//! engine closes the container's stdin, the main process sees EOF and
-//! exits, and the engine removes the container with its anonymous volumes.
-//! Nothing runner would have to do after its death is needed.
+//! and `AutoRemove`; its main process is the supervisor, which speaks the
+//! framed protocol on that stdin and its stdout. Before the container
+//! starts, runner attaches to both and holds the connection for the
+//! executor's lifetime: it is the supervisor's stream (see
+//! `exec::supervisor`). However runner ends, SIGKILL included, the kernel
+//! closes the connection, the engine closes the container's stdin, the
+//! supervisor sees EOF, kills everything and exits, and the engine
+//! removes the container with its anonymous volumes. Nothing runner would
+//! have to do after its death is needed.
 //!
 //! With `AutoRemove` a dead container vanishes before anyone can inspect
 //! it, so the engine's `die` and `oom` events for it are followed from
@@ -15,21 +17,18 @@
 
 use super::client::ENGINE;
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bollard::Docker;
 use bollard::query_parameters::{AttachContainerOptionsBuilder, EventsOptionsBuilder};
-use futures::{Stream, StreamExt};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use bollard::container::LogOutput;
+use futures::StreamExt;
 
 use super::client::{CALL_TIMEOUT, call, short};
 use crate::exec::ExecError;
+use crate::exec::supervisor::{Chunk, Request, Supervisor};
 
-/// The line that tells the main process to outlive the stream (until its
-/// expiry): sent when the container must be kept for the user.
-const KEEP_LINE: &[u8] = b"keep\n";
 
 /// How the container ended, as far as the engine said.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -40,16 +39,10 @@ pub struct Ending {
     pub oom: bool,
 }
 
-type Input = Pin<Box<dyn AsyncWrite + Send>>;
-type Output = Pin<
-    Box<dyn Stream<Item = Result<bollard::container::LogOutput, bollard::errors::Error>> + Send>,
->;
-
-/// The attached stdin of the container, and its event watcher.
+/// The supervisor on the container's attached stdin and stdout, and the
+/// container's event watcher.
 pub struct Lifeline {
-    input: tokio::sync::Mutex<Option<Input>>,
-    /// Held only so the connection stays open; nothing comes on it.
-    _output: Mutex<Output>,
+    pub supervisor: Supervisor,
     ending: Arc<Mutex<Ending>>,
     watcher: tokio::task::JoinHandle<()>,
 }
@@ -63,8 +56,8 @@ impl Lifeline {
         let opts = AttachContainerOptionsBuilder::new()
             .stdin(true)
             .stream(true)
-            .stdout(false)
-            .stderr(false)
+            .stdout(true)
+            .stderr(true)
             .build();
         let attached = call(
             "attach to the container",
@@ -80,9 +73,13 @@ impl Lifeline {
                 return Err(e);
             }
         };
+        let output = attached.output.map(|item| match item {
+            Ok(LogOutput::StdErr { message }) => Ok(Chunk::Log(message)),
+            Ok(other) => Ok(Chunk::Frames(other.into_bytes())),
+            Err(e) => Err(e.to_string()),
+        });
         Ok(Lifeline {
-            input: tokio::sync::Mutex::new(Some(attached.input)),
-            _output: Mutex::new(attached.output),
+            supervisor: Supervisor::connect(attached.input, Box::pin(output)),
             ending,
             watcher,
         })
@@ -92,27 +89,14 @@ impl Lifeline {
     /// container (and the work in it) outlives this runner until its
     /// expiry or `runner gc`.
     pub async fn keep(&self) -> Result<(), ExecError> {
-        let mut input = self.input.lock().await;
-        let Some(w) = input.as_mut() else {
-            return Ok(());
-        };
-        let sent = async {
-            w.write_all(KEEP_LINE).await?;
-            w.flush().await
-        };
-        match tokio::time::timeout(CALL_TIMEOUT, sent).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(ExecError::Engine {
+        self.supervisor
+            .send(&Request::Keep, b"")
+            .await
+            .map_err(|e| ExecError::Engine {
                 engine: ENGINE,
                 op: "keep the container",
                 detail: e.to_string(),
-            }),
-            Err(_) => Err(ExecError::EngineTimeout {
-                engine: ENGINE,
-                op: "keep the container",
-                secs: CALL_TIMEOUT.as_secs(),
-            }),
-        }
+            })
     }
 
     /// How the container ended, waiting up to `limit` for the engine's

@@ -52,9 +52,32 @@ use crate::redact::Redactor;
 use client::{CALL_TIMEOUT, call, short};
 use config::{numeric_user, user_is_root};
 use container::WorkspaceMount;
+use crate::exec::supervisor::binary as supervisor_binary;
+use crate::exec::supervisor::{READY_LIMIT, run as sup_run};
 use lifeline::Lifeline;
 use oom::OomCounter;
 use workspace::{Workspace, finish_disk, prepare_bind};
+
+/// Largest file written in one frame of the supervisor's stream.
+const MAX_FRAMED_WRITE: usize = 1 << 20;
+
+/// The executor's error for a file request the supervisor refused
+/// (`kind` and `message` from it).
+fn file_error(what: &str, path: &str, max: u64, kind: &str, message: &str) -> ExecError {
+    match kind {
+        // A link is not followed: to the reader it is no file at all.
+        "not_found" | "refused" if what == "read" => ExecError::Refused(format!(
+            "cannot read '{path}' in the sandbox: no such file"
+        )),
+        "too_big" => ExecError::Refused(format!(
+            "cannot {what} '{path}' in the sandbox: larger than {max} bytes"
+        )),
+        "not_found" | "refused" => ExecError::Refused(format!(
+            "cannot {what} '{path}' in the sandbox: {message}"
+        )),
+        _ => ExecError::Workspace(format!("cannot {what} '{path}' in the sandbox: {message}")),
+    }
+}
 
 /// Longest the panic-path cleanup may block a dropping thread.
 const DROP_CLEANUP_LIMIT: Duration = Duration::from_secs(40);
@@ -64,8 +87,8 @@ pub struct DockerExecutor {
     docker: Docker,
     id: String,
     user: String,
-    /// The idle processes, which the kill spares when commands run as root.
-    idle_pids: Vec<u32>,
+    /// Where bash is in the sandbox (`None`: commands run with `sh -c`).
+    bash: Option<String>,
     workdir: String,
     memory_bytes: i64,
     pids_limit: i64,
@@ -154,7 +177,24 @@ impl DockerExecutor {
             }
             Some(Workspace::Copy { .. }) => WorkspaceMount::Volume,
         };
-        let mut body = container::spec(&cfg, &user, &mount, kernel);
+        let ids = if user_is_root(&user) {
+            Some((0, 0))
+        } else {
+            numeric_user(&user)
+        };
+        let Some(ids) = ids else {
+            return Err(ExecError::Refused(format!(
+                "the sandbox user '{user}' is not numeric UID:GID (or root); \
+                 give --user as numbers, e.g. 1000:1000"
+            )));
+        };
+        let supervisor = supervisor_binary::installed().map_err(|e| {
+            ExecError::Workspace(format!(
+                "cannot install the sandbox supervisor on the host: {e}"
+            ))
+        })?;
+        let supervisor = supervisor.to_string_lossy().into_owned();
+        let mut body = container::spec(&cfg, ids, &mount, kernel, &supervisor);
         let bound_root = cfg.writable_rootfs && cfg.disk_bytes.is_some();
         if let (true, Some(size), Some(hc)) =
             (bound_root, cfg.disk_bytes, body.host_config.as_mut())
@@ -196,7 +236,7 @@ impl DockerExecutor {
             docker,
             id,
             user,
-            idle_pids: Vec::new(),
+            bash: None,
             workdir: cfg.workdir.clone(),
             memory_bytes: cfg.memory_bytes,
             // The container's own limit, which the kill protocol raises
@@ -224,14 +264,29 @@ impl DockerExecutor {
         Ok(exec)
     }
 
-    /// Reads what confines the container and where to count OOM kills
-    /// (inspects), learns the idle pids when they are needed, and uploads
-    /// the workspace in copy mode. No exec runs otherwise: the shell is
-    /// chosen inside each command's exec (see `launch::LAUNCH`), and a fresh
-    /// container's OOM-kill count is 0, so neither needs a probe (an exec
-    /// costs as much as a command).
+    /// Waits for the supervisor's greeting, reads what confines the
+    /// container and where to count OOM kills (inspects), and uploads the
+    /// workspace in copy mode. No exec runs: the supervisor says whether
+    /// the image has bash, and a fresh container's OOM-kill count is 0.
     async fn init(&mut self, engine: &EngineInfo) -> Result<(), ExecError> {
         *self.oom_seen.get_mut() = Some(0);
+        match self.lifeline.supervisor.ready(READY_LIMIT).await {
+            Ok(hello) => self.bash = hello.bash,
+            Err(e) => {
+                let words = self.lifeline.supervisor.last_words();
+                let why = container::death_reason(&self.docker, &self.id, Some(&self.lifeline))
+                    .await
+                    .ok()
+                    .flatten();
+                return Err(ExecError::SandboxDied {
+                    detail: format!(
+                        "its supervisor did not start: {e}{}{}",
+                        if words.is_empty() { String::new() } else { format!(" ({words})") },
+                        why.map(|w| format!("; {w}")).unwrap_or_default()
+                    ),
+                });
+            }
+        }
         self.security = Some(engine::inspect_security(&self.docker, &self.id, engine).await?);
         let info = call(
             "inspect container",
@@ -249,9 +304,6 @@ impl DockerExecutor {
                 path.display()
             );
         }
-        if user_is_root(&self.user) {
-            self.idle_pids = kill::find_idle_pids(&self.docker, &self.id).await?;
-        }
         if let Some(Workspace::Copy { host, .. }) = &self.workspace {
             let (uid, gid) = numeric_user(&self.user).unwrap_or((0, 0));
             copy::upload_to(&self.docker, &self.id, host, &self.workdir, uid, gid).await?;
@@ -265,6 +317,12 @@ impl DockerExecutor {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The error for a supervisor stream that ended: the sandbox died
+    /// (with the engine's word on how), or its supervisor did.
+    async fn died(&self, e: crate::exec::supervisor::StreamError) -> ExecError {
+        run::stream_lost(&self.docker, &self.id, &self.lifeline, e).await
     }
 
     /// The container's id.
@@ -354,7 +412,7 @@ impl Executor for DockerExecutor {
             docker: &self.docker,
             id: &self.id,
             user: &self.user,
-            spare: &self.idle_pids,
+            bash: self.bash.as_deref(),
             memory_bytes: self.memory_bytes,
             pids_limit: self.pids_limit,
             nproc: self.nproc,
@@ -363,7 +421,7 @@ impl Executor for DockerExecutor {
             redactor: &self.redactor,
             keep_background: self.keep_background,
             oom: &self.oom,
-            lifeline: Some(&self.lifeline),
+            lifeline: &self.lifeline,
         };
         let r = run::run(&target, &req, &mut oom_seen).await;
         if let Err(ExecError::Unrecoverable { detail }) = &r {
@@ -387,11 +445,25 @@ impl Executor for DockerExecutor {
     }
 
     async fn read_file(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>, ExecError> {
-        files::read_file(&self.docker, &self.id, &self.user, path, max_bytes).await
+        let sup = &self.lifeline.supervisor;
+        match sup_run::read_file(sup, path, max_bytes).await {
+            Ok(Ok(data)) => Ok(data),
+            Ok(Err((kind, message))) => Err(file_error("read", path, max_bytes, &kind, &message)),
+            Err(e) => Err(self.died(e).await),
+        }
     }
 
     async fn write_file(&self, path: &str, data: &[u8]) -> Result<(), ExecError> {
-        files::write_file(&self.docker, &self.id, &self.user, path, data).await
+        if data.len() > MAX_FRAMED_WRITE {
+            // Too big for one frame: through the engine's archive API.
+            return files::write_file(&self.docker, &self.id, &self.user, path, data).await;
+        }
+        let sup = &self.lifeline.supervisor;
+        match sup_run::write_file(sup, path, data).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err((kind, message))) => Err(file_error("write", path, 0, &kind, &message)),
+            Err(e) => Err(self.died(e).await),
+        }
     }
 
     async fn download_dir(

@@ -1,0 +1,490 @@
+//! One command: forked and executed as the sandbox user in a session of
+//! its own, its output framed as it comes, and at its end (exit, timeout,
+//! kill) everything it left running killed and checked gone.
+
+use std::ffi::CString;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant};
+
+use runner_supervisor::protocol::{CHUNK, Reply, Request};
+
+use crate::{Shared, procs};
+
+/// After the command's end, how long its output may take to close.
+const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+/// After a kill, how long the command may take to be reaped.
+const REAP_LIMIT: Duration = Duration::from_secs(3);
+/// After the output closed, how long the state may take.
+const STATE_LIMIT: Duration = Duration::from_millis(500);
+
+/// What a command's controller hears about.
+pub enum Event {
+    /// The command's process exited (its wait status).
+    Exited(i32),
+    /// runner asked to kill it.
+    Kill,
+    /// Its output pipe closed: every writer is gone.
+    OutputClosed,
+    /// What it wrote on its state descriptor (`None`: more than allowed).
+    State(Option<Vec<u8>>),
+}
+
+/// The first executable `name` in the `:`-separated `path`.
+pub fn find_in_path(name: &str, path: &str) -> Option<String> {
+    if name.contains('/') {
+        return Some(name.to_string());
+    }
+    path.split(':').filter(|d| !d.is_empty()).find_map(|d| {
+        let p = format!("{d}/{name}");
+        let m = std::fs::metadata(&p).ok()?;
+        (m.is_file() && m.permissions().mode() & 0o111 != 0).then_some(p)
+    })
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills `fds` on success.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are new and ours.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn cstring(s: impl AsRef<[u8]>) -> Result<CString, String> {
+    CString::new(s.as_ref()).map_err(|_| "a NUL byte in the command, its directory or environment".to_string())
+}
+
+/// Everything the child needs, made before the fork (the child may not
+/// allocate).
+struct Plan {
+    path: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    cwd: CString,
+    uid: u32,
+    gid: u32,
+    confined: bool,
+    caps: u64,
+    nproc: Option<u64>,
+    /// `argv` and `envp` as the NULL-terminated arrays execve takes.
+    argv_ptrs: Vec<*const libc::c_char>,
+    env_ptrs: Vec<*const libc::c_char>,
+}
+
+impl Plan {
+    fn seal(mut self) -> Plan {
+        self.argv_ptrs = self.argv.iter().map(|c| c.as_ptr()).collect();
+        self.argv_ptrs.push(std::ptr::null());
+        self.env_ptrs = self.envp.iter().map(|c| c.as_ptr()).collect();
+        self.env_ptrs.push(std::ptr::null());
+        self
+    }
+}
+
+fn plan(
+    shared: &Shared,
+    argv: &[String],
+    cwd: &str,
+    env: &[(String, String)],
+    nproc: Option<u64>,
+) -> Result<Plan, String> {
+    let mut vars: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os()
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect();
+    for (k, v) in env {
+        vars.retain(|(old, _)| old != k.as_bytes());
+        vars.push((k.as_bytes().to_vec(), v.as_bytes().to_vec()));
+    }
+    let path_var = vars
+        .iter()
+        .find(|(k, _)| k == b"PATH")
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    let first = argv.first().ok_or("an empty command")?;
+    let path = find_in_path(first, &path_var).ok_or_else(|| format!("{first}: not found"))?;
+    Ok(Plan {
+        path: cstring(path)?,
+        argv: argv.iter().map(cstring).collect::<Result<_, _>>()?,
+        envp: vars
+            .into_iter()
+            .map(|(mut k, v)| {
+                k.push(b'=');
+                k.extend_from_slice(&v);
+                cstring(k)
+            })
+            .collect::<Result<_, _>>()?,
+        cwd: cstring(cwd)?,
+        uid: shared.who.uid,
+        gid: shared.who.gid,
+        confined: shared.who.confined,
+        caps: shared.who.caps,
+        nproc,
+        argv_ptrs: Vec::new(),
+        env_ptrs: Vec::new(),
+    }
+    .seal())
+}
+
+/// The child side of the fork: only async-signal-safe calls. Reports an
+/// errno on `err` (which is close-on-exec) when it cannot exec.
+///
+/// # Safety
+/// Call only in a freshly forked child.
+unsafe fn child(p: &Plan, null: i32, out: i32, state: Option<i32>, err: i32) -> ! {
+    // SAFETY: the caller is a forked child; every call below is a plain
+    // syscall on its own process.
+    unsafe {
+        let fail = |err: i32| -> ! {
+            let e = *libc::__errno_location();
+            let b = e.to_be_bytes();
+            libc::write(err, b.as_ptr().cast(), 4);
+            libc::_exit(127)
+        };
+        // Out of the way of the descriptors set below.
+        let err = libc::fcntl(err, libc::F_DUPFD_CLOEXEC, 10);
+        if err < 0 {
+            libc::_exit(127);
+        }
+        for sig in 1..libc::SIGRTMAX() {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        if libc::setsid() < 0 {
+            fail(err);
+        }
+        if libc::dup2(null, 0) < 0 || libc::dup2(out, 1) < 0 || libc::dup2(out, 2) < 0 {
+            fail(err);
+        }
+        if let Some(s) = state {
+            if s == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0);
+            } else if libc::dup2(s, 3) < 0 {
+                fail(err);
+            }
+        }
+        if p.confined {
+            // No capability can come back, not even to a root command,
+            // but those the sandbox was started to give commands.
+            for cap in 0..64u32 {
+                if p.caps & (1 << cap) == 0 {
+                    libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0);
+                }
+            }
+            // The out-of-memory killer takes a command before the
+            // supervisor. Raising one's own score needs no privilege.
+            let adj = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
+            if adj >= 0 {
+                libc::write(adj, b"1000".as_ptr().cast(), 4);
+                libc::close(adj);
+            }
+            let groups = [p.gid];
+            if libc::setgroups(1, groups.as_ptr()) != 0
+                || libc::setresgid(p.gid, p.gid, p.gid) != 0
+                || libc::setresuid(p.uid, p.uid, p.uid) != 0
+            {
+                fail(err);
+            }
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            fail(err);
+        }
+        if let Some(n) = p.nproc {
+            let lim = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            if libc::setrlimit(libc::RLIMIT_NPROC, &lim) != 0 {
+                fail(err);
+            }
+        }
+        if libc::chdir(p.cwd.as_ptr()) != 0 {
+            fail(err);
+        }
+        libc::execve(p.path.as_ptr(), p.argv_ptrs.as_ptr(), p.env_ptrs.as_ptr());
+        fail(err)
+    }
+}
+
+/// Runs one [`Request::Exec`] and sends its output and exit.
+pub fn run(shared: &Arc<Shared>, req: Request) {
+    let Request::Exec {
+        id,
+        argv,
+        cwd,
+        env,
+        timeout_ms,
+        keep_background,
+        nproc,
+        state_bytes,
+    } = req
+    else {
+        return;
+    };
+    let (tx, rx) = channel();
+    shared
+        .running
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id, tx.clone());
+    let r = run_inner(
+        shared,
+        id,
+        (&argv, &cwd, &env, nproc),
+        Duration::from_millis(timeout_ms),
+        keep_background,
+        state_bytes,
+        (tx, rx),
+    );
+    shared
+        .running
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id);
+    let _ = match r {
+        Ok((exit, state)) => shared.out.send(&exit, state.as_deref().unwrap_or_default()),
+        Err(msg) => shared.out.error(id, "spawn", &msg),
+    };
+}
+
+type Job<'a> = (&'a [String], &'a str, &'a [(String, String)], Option<u64>);
+
+fn run_inner(
+    shared: &Arc<Shared>,
+    id: u64,
+    (argv, cwd, env, nproc): Job<'_>,
+    timeout: Duration,
+    keep_background: bool,
+    state_bytes: Option<u64>,
+    (tx, rx): (Sender<Event>, Receiver<Event>),
+) -> Result<(Reply, Option<Vec<u8>>), String> {
+    let started = Instant::now();
+    let plan = plan(shared, argv, cwd, env, nproc)?;
+    let io = |e: std::io::Error| e.to_string();
+    let null = std::fs::File::open("/dev/null").map_err(io)?;
+    let (out_r, out_w) = pipe().map_err(io)?;
+    let state = match state_bytes {
+        Some(_) => Some(pipe().map_err(io)?),
+        None => None,
+    };
+    let (err_r, err_w) = pipe().map_err(io)?;
+    let state_w = state.as_ref().map(|(_, w)| w.as_raw_fd());
+    let pid = shared.reaper.spawn_with(tx.clone(), || {
+        // SAFETY: fork; the child runs only `child`, which makes plain
+        // syscalls and never returns.
+        match unsafe { libc::fork() } {
+            -1 => Err(std::io::Error::last_os_error().to_string()),
+            0 => unsafe {
+                child(
+                    &plan,
+                    null.as_raw_fd(),
+                    out_w.as_raw_fd(),
+                    state_w,
+                    err_w.as_raw_fd(),
+                )
+            },
+            pid => Ok(pid),
+        }
+    })?;
+    drop(out_w);
+    drop(err_w);
+    drop(null);
+    let state_r = state.map(|(r, w)| {
+        drop(w);
+        r
+    });
+    let mut errno = [0u8; 4];
+    let mut err_r = std::fs::File::from(err_r);
+    if let Ok(4) = read_full(&mut err_r, &mut errno) {
+        // It never ran: wait for its exit so nothing is left.
+        let _ = wait_exit(&rx, REAP_LIMIT);
+        let e = std::io::Error::from_raw_os_error(i32::from_be_bytes(errno));
+        return Err(format!("cannot start {}: {e}", argv.first().map_or("", |s| s)));
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    pump(shared, id, out_r, tx.clone(), done.clone());
+    if let (Some(r), Some(max)) = (state_r, state_bytes) {
+        read_state(r, max, tx.clone());
+    }
+    drop(tx);
+
+    let deadline = started + timeout;
+    let mut status = None;
+    let mut closed = false;
+    let mut got_state: Option<Option<Vec<u8>>> = None;
+    let mut timed_out = false;
+    let mut cancelled = false;
+    while status.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(Event::Exited(s)) => status = Some(s),
+            Ok(Event::Kill) => {
+                cancelled = true;
+                break;
+            }
+            Ok(Event::OutputClosed) => closed = true,
+            Ok(Event::State(s)) => got_state = Some(s),
+            Err(RecvTimeoutError::Timeout) => {
+                timed_out = true;
+                break;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let mut leftovers = 0;
+    let mut stuck = 0;
+    if status.is_none() {
+        let (_, s) = kill(shared, pid);
+        stuck = s;
+        status = wait_exit(&rx, REAP_LIMIT);
+    } else if !keep_background {
+        if shared.who.confined {
+            if !procs::live().is_empty() {
+                let (f, s) = procs::kill_all();
+                leftovers = f;
+                stuck = s;
+            }
+        } else {
+            procs::kill_group(pid, Duration::from_millis(200));
+        }
+    }
+    let until = Instant::now() + DRAIN_LIMIT;
+    while !closed {
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(Event::OutputClosed) => closed = true,
+            Ok(Event::State(s)) => got_state = Some(s),
+            Ok(Event::Exited(s)) => status = status.or(Some(s)),
+            Ok(Event::Kill) => {}
+            Err(_) => break,
+        }
+    }
+    done.store(true, Ordering::SeqCst);
+    if state_bytes.is_some() && got_state.is_none() && !timed_out && !cancelled {
+        let until = Instant::now() + STATE_LIMIT;
+        while got_state.is_none() {
+            match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(Event::State(s)) => got_state = Some(s),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    }
+    // A killed command's state is not kept: the session goes on from the
+    // state before it.
+    let state = if timed_out || cancelled {
+        None
+    } else {
+        got_state.flatten()
+    };
+    let (code, signal) = match status {
+        Some(s) if libc::WIFEXITED(s) => (Some(libc::WEXITSTATUS(s)), None),
+        Some(s) if libc::WIFSIGNALED(s) => (None, Some(libc::WTERMSIG(s))),
+        _ => (None, None),
+    };
+    Ok((
+        Reply::Exit {
+            id,
+            code,
+            signal,
+            timed_out,
+            cancelled,
+            leftovers,
+            stuck,
+            output_open: !closed,
+            state: state.is_some(),
+        },
+        state,
+    ))
+}
+
+/// Kills the command `pid` and everything of the sandbox user.
+fn kill(shared: &Shared, pid: i32) -> (u32, u32) {
+    if shared.who.confined {
+        procs::kill_all()
+    } else {
+        procs::kill_group(pid, Duration::from_secs(2));
+        (0, 0)
+    }
+}
+
+fn wait_exit(rx: &Receiver<Event>, limit: Duration) -> Option<i32> {
+    let until = Instant::now() + limit;
+    loop {
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(Event::Exited(s)) => return Some(s),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Frames the command's output as it comes, until every writer is gone.
+fn pump(shared: &Arc<Shared>, id: u64, r: OwnedFd, tx: Sender<Event>, done: Arc<AtomicBool>) {
+    let s = shared.clone();
+    std::thread::spawn(move || {
+        let mut f = std::fs::File::from(r);
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if done.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    if s.out.send(&Reply::Output { id }, &buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send(Event::OutputClosed);
+    });
+}
+
+/// Collects the state descriptor, at most `max` bytes (more: `None`).
+fn read_state(r: OwnedFd, max: u64, tx: Sender<Event>) {
+    std::thread::spawn(move || {
+        let mut f = std::fs::File::from(r);
+        let mut out = Vec::new();
+        let mut buf = [0u8; 8192];
+        let mut over = false;
+        loop {
+            match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if u64::try_from(out.len() + n).unwrap_or(u64::MAX) > max {
+                        over = true;
+                    } else {
+                        out.extend_from_slice(&buf[..n]);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send(Event::State((!over).then_some(out)));
+    });
+}

@@ -1,0 +1,4 @@
+//! What runner and its in-sandbox supervisor share: the framed protocol.
+//! The supervisor binary (`main.rs`) is the other half.
+
+pub mod protocol;

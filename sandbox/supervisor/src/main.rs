@@ -1,0 +1,262 @@
+//! runner's supervisor: the main process of a sandbox (PID 1 of its
+//! container). It speaks the framed protocol (`protocol.rs`) on stdin and
+//! stdout with runner, runs commands as the sandbox user, streams their
+//! output, and kills everything they started at their exit, timeout or on
+//! request, verifying that nothing is left.
+//!
+//! Privileges: started as root with only CAP_KILL, CAP_SETUID, CAP_SETGID
+//! and CAP_SETPCAP, it moves to its own uid (`SUPERVISOR_UID`) keeping
+//! those four, and makes itself non-dumpable. Commands get an empty
+//! capability bounding set, no_new_privs and the sandbox user's uid, so
+//! whatever uid they run as (root included) they cannot signal, trace or
+//! open the supervisor, whose uid differs and which, as PID 1, takes no
+//! signal it has no handler for.
+//!
+//! Started by someone other than root (the local backend), it keeps the
+//! caller's identity and kills only the process groups of its commands.
+
+mod cmd;
+mod files;
+mod procs;
+mod wire;
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use runner_supervisor::protocol::{Decoder, Reply, Request, SUPERVISOR_UID, VERSION};
+
+/// Who commands run as, and whether the supervisor dropped to its own uid
+/// (so it may kill every process but itself).
+#[derive(Debug, Clone, Copy)]
+pub struct Identity {
+    pub uid: u32,
+    pub gid: u32,
+    /// Capabilities (a bit per number) commands keep in their bounding
+    /// set, which a root command then holds (`--caps`); none by default.
+    pub caps: u64,
+    /// Running as [`SUPERVISOR_UID`] with CAP_KILL: `kill(-1)` reaches every
+    /// command process, and only those.
+    pub confined: bool,
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!("runner-supervisor: {msg}");
+    eprintln!("usage: runner-supervisor --user UID:GID [--expiry SECS] [--caps N,N...]");
+    std::process::exit(2)
+}
+
+fn parse_args() -> (u32, u32, Option<u64>, u64) {
+    let mut args = std::env::args().skip(1);
+    let mut user = None;
+    let mut expiry = None;
+    let mut caps = 0u64;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--caps" => {
+                for n in args.next().unwrap_or_default().split(',') {
+                    match n.parse::<u32>() {
+                        Ok(n) if n < 64 => caps |= 1 << n,
+                        _ => usage("--caps takes capability numbers, comma-separated"),
+                    }
+                }
+            }
+            "--user" => user = args.next(),
+            "--expiry" => {
+                expiry = args
+                    .next()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .or_else(|| usage("--expiry takes a number of seconds"))
+            }
+            other => usage(&format!("unknown argument {other:?}")),
+        }
+    }
+    let Some(user) = user else {
+        usage("--user is required")
+    };
+    let parse = |s: &str| s.parse::<u32>().ok();
+    let (uid, gid) = match user.split_once(':') {
+        Some((u, g)) => (parse(u), parse(g)),
+        None => (parse(&user), parse(&user)),
+    };
+    match (uid, gid) {
+        (Some(u), Some(g)) => (u, g, expiry, caps),
+        _ => usage("--user takes numeric UID:GID"),
+    }
+}
+
+/// What the request loop shares with the threads it starts.
+pub struct Shared {
+    pub out: wire::Out,
+    pub who: Identity,
+    /// Kill switches of the running commands, by request id.
+    pub running: Mutex<HashMap<u64, Sender<cmd::Event>>>,
+    pub reaper: &'static procs::Reaper,
+    pub bash: Option<String>,
+}
+
+fn main() {
+    let (uid, gid, expiry, caps) = parse_args();
+    if uid == SUPERVISOR_UID {
+        usage("the sandbox user must not be the supervisor's own uid");
+    }
+    procs::ignore_signals();
+    let confined = match procs::confine() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("runner-supervisor: cannot drop privileges: {e}");
+            std::process::exit(3);
+        }
+    };
+    let shared = Arc::new(Shared {
+        out: wire::Out::stdout(),
+        who: Identity {
+            uid,
+            gid,
+            caps,
+            confined,
+        },
+        running: Mutex::new(HashMap::new()),
+        reaper: procs::Reaper::start(),
+        bash: cmd::find_in_path("bash", &std::env::var("PATH").unwrap_or_default()),
+    });
+    let keep = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let Some(secs) = expiry {
+        let s = shared.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(secs));
+            end(&s, "expired");
+        });
+    }
+    let ready = Reply::Ready {
+        version: VERSION,
+        pid: std::process::id(),
+        bash: shared.bash.clone(),
+    };
+    if shared.out.send(&ready, b"").is_err() {
+        end(&shared, "runner is gone");
+    }
+    let mut stdin = std::io::stdin().lock();
+    let mut decoder = Decoder::new();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match stdin.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        decoder.feed(&buf[..n]);
+        loop {
+            match decoder.next::<Request>() {
+                Ok(Some((req, payload))) => handle(&shared, &keep, req, payload),
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = shared.out.send(
+                        &Reply::Malformed {
+                            message: e.to_string(),
+                        },
+                        b"",
+                    );
+                    end(&shared, "malformed request");
+                }
+            }
+        }
+    }
+    // runner is gone (its stream closed).
+    if keep.load(std::sync::atomic::Ordering::SeqCst) {
+        match expiry {
+            Some(_) => loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            },
+            None => end(&shared, "kept without expiry"),
+        }
+    }
+    end(&shared, "runner is gone");
+}
+
+/// Kills everything the sandbox runs and exits: the container ends.
+fn end(shared: &Shared, why: &str) -> ! {
+    if shared.who.confined {
+        procs::kill_all();
+    } else {
+        for tx in shared
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+        {
+            let _ = tx.send(cmd::Event::Kill);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("runner-supervisor: exiting: {why}");
+    std::process::exit(0)
+}
+
+fn handle(
+    shared: &Arc<Shared>,
+    keep: &Arc<std::sync::atomic::AtomicBool>,
+    req: Request,
+    payload: Vec<u8>,
+) {
+    match req {
+        Request::Exec { id, .. } => {
+            let s = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("exec-{id}"))
+                .spawn(move || cmd::run(&s, req));
+            if spawned.is_err() {
+                let _ = shared.out.error(id, "spawn", "cannot start a thread");
+            }
+        }
+        Request::Kill { id } => {
+            if let Some(tx) = shared
+                .running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&id)
+            {
+                let _ = tx.send(cmd::Event::Kill);
+            }
+        }
+        Request::KillAll { id } => {
+            let (found, stuck) = if shared.who.confined {
+                procs::kill_all()
+            } else {
+                (0, 0)
+            };
+            let _ = if stuck > 0 {
+                shared
+                    .out
+                    .error(id, "stuck", &format!("{stuck} processes survived SIGKILL"))
+            } else {
+                shared.out.send(
+                    &Reply::Done {
+                        id,
+                        bytes: u64::from(found),
+                    },
+                    b"",
+                )
+            };
+        }
+        Request::ReadFile {
+            id,
+            path,
+            max_bytes,
+        } => {
+            let s = shared.clone();
+            std::thread::spawn(move || files::read(&s, id, &path, max_bytes));
+        }
+        Request::WriteFile { id, path } => {
+            let s = shared.clone();
+            std::thread::spawn(move || files::write(&s, id, &path, &payload));
+        }
+        Request::Ping { id } => {
+            let _ = shared.out.send(&Reply::Pong { id }, b"");
+        }
+        Request::Keep => keep.store(true, std::sync::atomic::Ordering::SeqCst),
+    }
+}

@@ -1,0 +1,221 @@
+//! Processes: the supervisor's own privileges and signals, reaping (it is
+//! PID 1 of its sandbox, so every orphan comes to it), and the kill that
+//! verifies nothing is left.
+
+use std::collections::HashMap;
+use std::sync::mpsc::Sender;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use runner_supervisor::protocol::SUPERVISOR_UID;
+
+const CAP_KILL: u32 = 5;
+const CAP_SETGID: u32 = 6;
+const CAP_SETUID: u32 = 7;
+const CAP_SETPCAP: u32 = 8;
+/// `_LINUX_CAPABILITY_VERSION_3`.
+const CAP_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+fn os_err(what: &str) -> String {
+    format!("{what}: {}", std::io::Error::last_os_error())
+}
+
+/// Every catchable signal but SIGCHLD is ignored: runner alone ends the
+/// supervisor (by closing its stream). Commands get the defaults back.
+pub fn ignore_signals() {
+    for sig in 1..libc::SIGRTMAX() {
+        if matches!(sig, libc::SIGKILL | libc::SIGSTOP | libc::SIGCHLD) {
+            continue;
+        }
+        // SAFETY: installing SIG_IGN has no handler to be unsafe in.
+        unsafe {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+    }
+}
+
+/// When started as root: moves to [`SUPERVISOR_UID`] keeping only the four
+/// capabilities it needs, and becomes non-dumpable (so no process of
+/// another uid may trace it or open its `/proc` files). Returns whether
+/// it did; a supervisor started by another user stays as it is.
+pub fn confine() -> Result<bool, String> {
+    // SAFETY: plain syscalls on the calling process's credentials, made
+    // before any other thread exists.
+    unsafe {
+        if libc::getuid() != 0 {
+            return Ok(false);
+        }
+        if libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 {
+            return Err(os_err("PR_SET_KEEPCAPS"));
+        }
+        if libc::setgroups(0, std::ptr::null()) != 0 {
+            return Err(os_err("setgroups"));
+        }
+        if libc::setresgid(SUPERVISOR_UID, SUPERVISOR_UID, SUPERVISOR_UID) != 0 {
+            return Err(os_err("setresgid"));
+        }
+        if libc::setresuid(SUPERVISOR_UID, SUPERVISOR_UID, SUPERVISOR_UID) != 0 {
+            return Err(os_err("setresuid"));
+        }
+        let mask = [CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SETPCAP]
+            .iter()
+            .fold(0u32, |m, c| m | (1 << c));
+        let header = CapHeader {
+            version: CAP_VERSION_3,
+            pid: 0,
+        };
+        let data = [
+            CapData {
+                effective: mask,
+                permitted: mask,
+                inheritable: 0,
+            },
+            CapData::default(),
+        ];
+        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
+            return Err(os_err("capset"));
+        }
+        if libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 {
+            return Err(os_err("PR_SET_DUMPABLE"));
+        }
+        libc::prctl(libc::PR_SET_KEEPCAPS, 0, 0, 0, 0);
+    }
+    Ok(true)
+}
+
+/// Collects every child's exit (orphans included) and hands those of the
+/// commands to whoever waits for them.
+pub struct Reaper {
+    waiting: Mutex<HashMap<i32, Sender<crate::cmd::Event>>>,
+    wake: Condvar,
+}
+
+impl Reaper {
+    pub fn start() -> &'static Reaper {
+        let r: &'static Reaper = Box::leak(Box::new(Reaper {
+            waiting: Mutex::new(HashMap::new()),
+            wake: Condvar::new(),
+        }));
+        std::thread::spawn(move || r.run());
+        r
+    }
+
+    /// Runs `spawn` (which forks) with the table locked, then registers
+    /// the pid it returns, so an exit that comes at once is never lost.
+    pub fn spawn_with<E>(
+        &self,
+        tx: Sender<crate::cmd::Event>,
+        spawn: impl FnOnce() -> Result<i32, E>,
+    ) -> Result<i32, E> {
+        let mut w = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = spawn()?;
+        w.insert(pid, tx);
+        self.wake.notify_all();
+        Ok(pid)
+    }
+
+    fn run(&self) {
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid writes only to `status`.
+            let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+            if pid > 0 {
+                let tx = self
+                    .waiting
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&pid);
+                if let Some(tx) = tx {
+                    let _ = tx.send(crate::cmd::Event::Exited(status));
+                }
+                continue;
+            }
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            // No children: sleep until one is registered.
+            let w = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = self.wake.wait_timeout(w, Duration::from_millis(200));
+        }
+    }
+}
+
+/// Processes alive in the sandbox other than the supervisor (and PID 1):
+/// zombies do not count.
+pub fn live() -> Vec<i32> {
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == me || pid == 1 {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let state = stat.rsplit_once(") ").map(|(_, r)| r.chars().next());
+        if matches!(state, Some(Some('Z' | 'X')) | None) {
+            continue;
+        }
+        out.push(pid);
+    }
+    out
+}
+
+/// Kills every process of the sandbox but the supervisor until none is
+/// left (about 2 s at most): `(found, stuck)`, how many were alive before
+/// and how many survived. Only for a confined supervisor, which alone may
+/// signal them all and is the only process spared.
+pub fn kill_all() -> (u32, u32) {
+    let count = |v: Vec<i32>| u32::try_from(v.len()).unwrap_or(u32::MAX);
+    let found = count(live());
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        // SAFETY: kill(2) with -1: every process we may signal but
+        // ourselves and init.
+        unsafe {
+            libc::kill(-1, libc::SIGKILL);
+        }
+        let left = live();
+        if left.is_empty() {
+            return (found, 0);
+        }
+        if Instant::now() >= until {
+            return (found, count(left));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Kills the process group `pgid` (a command's session) until it is gone
+/// or `limit` passes; the unconfined supervisor's kill.
+pub fn kill_group(pgid: i32, limit: Duration) {
+    let until = Instant::now() + limit;
+    loop {
+        // SAFETY: kill(2) of a process group.
+        let r = unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        if r != 0 || Instant::now() >= until {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}

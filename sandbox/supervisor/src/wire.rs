@@ -1,0 +1,40 @@
+//! The supervisor's half of the stream: whole frames to stdout, one at a
+//! time, whichever thread sends them.
+
+use std::io::Write;
+use std::sync::Mutex;
+
+use runner_supervisor::protocol::{Reply, encode};
+
+pub struct Out {
+    w: Mutex<std::io::Stdout>,
+}
+
+impl Out {
+    pub fn stdout() -> Out {
+        Out {
+            w: Mutex::new(std::io::stdout()),
+        }
+    }
+
+    /// Writes one frame; blocks while runner is not reading (which bounds
+    /// what a flood can make the supervisor hold). An error means runner
+    /// is gone.
+    pub fn send(&self, reply: &Reply, payload: &[u8]) -> std::io::Result<()> {
+        let frame = encode(reply, payload);
+        let mut w = self.w.lock().unwrap_or_else(|e| e.into_inner());
+        w.write_all(&frame)?;
+        w.flush()
+    }
+
+    pub fn error(&self, id: u64, kind: &str, message: &str) -> std::io::Result<()> {
+        self.send(
+            &Reply::Error {
+                id,
+                kind: kind.to_string(),
+                message: message.to_string(),
+            },
+            b"",
+        )
+    }
+}
