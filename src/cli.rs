@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::config::{
     AgentOptions, ConfigBuilder, DEFAULT_CONTEXT_WINDOW_TOKENS, DEFAULT_DISK,
     DEFAULT_MAX_COMMAND_TIMEOUT_SECS, DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, DEFAULT_MEMORY,
-    DEFAULT_OUTPUT_LIMIT_BYTES, DEFAULT_TIMEOUT_SECS, SandboxOptions,
+    DEFAULT_OUTPUT_LIMIT_BYTES, DEFAULT_TIMEOUT_SECS, DEFAULT_TOOLS, SandboxOptions,
 };
 use crate::eval::settings::{AgentKind, EvalSettings};
 use crate::exec::backend::{
@@ -294,6 +294,10 @@ pub struct AgentArgs {
     /// Drop the default deny list (rm -rf /, sudo, shutdown, ...).
     #[arg(long)]
     pub no_default_deny: bool,
+
+    /// Tools offered to the model, a comma list of `bash` (shell commands) and `edit` (Anthropic's text editor, str_replace_based_edit_tool).
+    #[arg(long, env = "RUNNER_TOOLS", value_name = "LIST", default_value = DEFAULT_TOOLS)]
+    pub tools: String,
 }
 
 /// clap's names for the domain's choices: the types stay free of clap.
@@ -357,6 +361,7 @@ impl AgentArgs {
             env: self.env.clone(),
             deny: self.deny.clone(),
             default_deny: !self.no_default_deny,
+            tools: self.tools.clone(),
         }
     }
 }

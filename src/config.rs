@@ -23,6 +23,8 @@ pub const DEFAULT_MAX_STEPS: u32 = 100;
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 pub const DEFAULT_CONTEXT_WINDOW_TOKENS: u64 = 200_000;
 pub const DEFAULT_OUTPUT_LIMIT_BYTES: usize = 10_000;
+/// Default `--tools`: bash alone, until the edit tool is measured.
+pub const DEFAULT_TOOLS: &str = "bash";
 /// Default `--memory`, as typed ([`crate::exec::backend::DEFAULT_MEMORY_BYTES`]).
 pub const DEFAULT_MEMORY: &str = "1g";
 /// Default `--disk`: what a run may put on the host's disk
@@ -56,6 +58,10 @@ pub enum ConfigError {
     },
     #[error("--provider scripted needs --script FILE")]
     MissingScript,
+    #[error("--tools: unknown tool '{0}'")]
+    UnknownTool(String),
+    #[error("--tools names no tool")]
+    NoTools,
     #[error("{0}")]
     Policy(#[from] PolicyError),
     #[error("--price: {0}")]
@@ -80,6 +86,9 @@ impl ConfigError {
                 "give a size such as --disk 2g, or --disk unlimited to bind-mount the workspace as it is",
             ),
             ConfigError::BadMemory(_) => Some("give a size such as --memory 512m or --memory 2g"),
+            ConfigError::UnknownTool(_) | ConfigError::NoTools => {
+                Some("--tools takes a comma list of: bash, edit (for example --tools bash,edit)")
+            }
             _ => None,
         }
     }
@@ -110,6 +119,8 @@ pub struct AgentOptions {
     /// Extra deny patterns.
     pub deny: Vec<String>,
     pub default_deny: bool,
+    /// The tools offered, as typed: a comma list ("bash,edit").
+    pub tools: String,
 }
 
 impl Default for AgentOptions {
@@ -132,8 +143,49 @@ impl Default for AgentOptions {
             env: Vec::new(),
             deny: Vec::new(),
             default_deny: true,
+            tools: DEFAULT_TOOLS.to_string(),
         }
     }
+}
+
+/// A tool runner can offer the model (`--tools`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolKind {
+    /// Shell commands in the sandbox.
+    Bash,
+    /// Anthropic's text editor (`str_replace_based_edit_tool`).
+    Edit,
+}
+
+impl ToolKind {
+    pub const ALL: [ToolKind; 2] = [ToolKind::Bash, ToolKind::Edit];
+
+    /// The name `--tools` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Bash => "bash",
+            ToolKind::Edit => "edit",
+        }
+    }
+}
+
+/// Parses `--tools`: names separated by commas, in the order given,
+/// repeats dropped; at least one.
+pub fn parse_tools(s: &str) -> Result<Vec<ToolKind>, ConfigError> {
+    let mut tools = Vec::new();
+    for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let kind = ToolKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == name.to_ascii_lowercase())
+            .ok_or_else(|| ConfigError::UnknownTool(name.to_string()))?;
+        if !tools.contains(&kind) {
+            tools.push(kind);
+        }
+    }
+    if tools.is_empty() {
+        return Err(ConfigError::NoTools);
+    }
+    Ok(tools)
 }
 
 /// The sandbox, as the user gave it (sizes as typed).
@@ -233,6 +285,8 @@ pub struct Config {
     pub policy: Policy,
     pub deny: Vec<String>,
     pub default_deny: bool,
+    /// The tools offered to the model, in order.
+    pub tools: Vec<ToolKind>,
     pub run_dir: Option<PathBuf>,
     pub json: bool,
     pub workspace: Option<PathBuf>,
@@ -343,6 +397,7 @@ impl ConfigBuilder {
             policy: Policy::new(a.default_deny, &a.deny)?,
             deny: a.deny.clone(),
             default_deny: a.default_deny,
+            tools: parse_tools(&a.tools)?,
             run_dir: self.run_dir.clone(),
             json: self.json,
             workspace: self.workspace.clone(),
@@ -382,6 +437,7 @@ impl Config {
             "command_env": self.effective_env().iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
             "default_deny": self.default_deny,
             "deny": self.deny,
+            "tools": self.tools.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
         })
     }
 
@@ -526,6 +582,27 @@ mod tests {
         assert_eq!(
             parse_disk(DEFAULT_DISK).ok(),
             Some(Some(crate::exec::backend::DEFAULT_DISK_BYTES))
+        );
+    }
+
+    #[test]
+    fn tool_lists() {
+        use ToolKind::*;
+        assert_eq!(parse_tools("bash").ok(), Some(vec![Bash]));
+        assert_eq!(parse_tools("bash,edit").ok(), Some(vec![Bash, Edit]));
+        assert_eq!(
+            parse_tools(" edit , bash,edit").ok(),
+            Some(vec![Edit, Bash])
+        );
+        assert_eq!(parse_tools("edit").ok(), Some(vec![Edit]));
+        assert!(
+            matches!(parse_tools("bash,python"), Err(ConfigError::UnknownTool(n)) if n == "python")
+        );
+        assert!(matches!(parse_tools(" , "), Err(ConfigError::NoTools)));
+        assert!(
+            ConfigError::NoTools
+                .hint()
+                .is_some_and(|h| h.contains("bash, edit"))
         );
     }
 

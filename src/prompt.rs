@@ -1,19 +1,75 @@
 //! The default system prompt.
 
-/// The system prompt used unless `--system` or `--system-file` is given.
+use crate::config::ToolKind;
+use crate::tools::edit::EDIT_TOOL_NAME;
+
+/// The system prompt used unless `--system` or `--system-file` is given,
+/// with the `bash` tool alone.
 pub fn default_system_prompt(workdir: &str) -> String {
-    format!(
+    system_prompt(workdir, &[ToolKind::Bash])
+}
+
+/// The default system prompt for the tools offered (`--tools`).
+pub fn system_prompt(workdir: &str, tools: &[ToolKind]) -> String {
+    let bash = tools.contains(&ToolKind::Bash);
+    let edit = tools.contains(&ToolKind::Edit);
+    let mut s = format!(
         "You are an autonomous software engineer working in a sandboxed Linux machine.\n\
          Your working directory is {workdir}; put your work there.\n\
-         \n\
-         You have one tool, `bash`. Each call runs a command with `bash -c` in a fresh shell \
-         that starts in {workdir}: `cd` and variables do not carry over between calls, files do. \
-         stdout and stderr come back together; long output is cut in the middle, so filter it \
-         (head, tail, grep) rather than printing whole files. Commands are killed at their \
-         timeout; nothing is interactive, so never start editors, pagers or prompts. \
-         The network may be off.\n\
-         \n\
-         Act, don't narrate: inspect, change, and verify with commands. When the task is done \
+         \n"
+    );
+    s.push_str(match (bash, edit) {
+        (true, true) => "You have two tools, `bash` and `str_replace_based_edit_tool`.\n\n`bash`: ",
+        (false, true) => "You have one tool, `str_replace_based_edit_tool`.\n",
+        _ => "You have one tool, `bash`. ",
+    });
+    if bash {
+        s.push_str(&format!(
+            "Each call runs a command with `bash -c` in a fresh shell \
+             that starts in {workdir}: `cd` and variables do not carry over between calls, files do. \
+             stdout and stderr come back together; long output is cut in the middle, so filter it \
+             (head, tail, grep) rather than printing whole files. Commands are killed at their \
+             timeout; nothing is interactive, so never start editors, pagers or prompts. \
+             The network may be off.\n"
+        ));
+    }
+    if edit {
+        s.push_str(&format!(
+            "{}`{EDIT_TOOL_NAME}` views a file with line numbers (or lists a directory), creates \
+             a new file, replaces a string that occurs exactly once, or inserts lines after a given \
+             line; relative paths start in {workdir}; it handles UTF-8 text files up to 1 MiB.{}\n",
+            if bash { "\n" } else { "" },
+            if bash {
+                " Prefer it to sed, heredocs or echo for reading and changing files."
+            } else {
+                ""
+            }
+        ));
+    }
+    s.push_str(if bash {
+        "\nAct, don't narrate: inspect, change, and verify with commands. When the task is done \
          and checked, answer with a short summary and no tool call."
-    )
+    } else {
+        "\nAct, don't narrate: inspect and change the files. When the task is done and checked, \
+         answer with a short summary and no tool call."
+    });
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_names_the_tools_offered() {
+        let bash = system_prompt("/w", &[ToolKind::Bash]);
+        assert!(bash.contains("You have one tool, `bash`. Each call runs"));
+        assert!(!bash.contains(EDIT_TOOL_NAME));
+        let both = system_prompt("/w", &[ToolKind::Bash, ToolKind::Edit]);
+        assert!(both.contains("two tools") && both.contains("fresh shell"));
+        assert!(both.contains("replaces a string that occurs exactly once"));
+        let edit = system_prompt("/w", &[ToolKind::Edit]);
+        assert!(edit.contains("You have one tool, `str_replace_based_edit_tool`."));
+        assert!(!edit.contains("bash -c") && !edit.contains("verify with commands"));
+    }
 }

@@ -110,6 +110,10 @@ impl Human {
             Event::ToolCall { name, input, .. } => {
                 let shown = match input.get("command").and_then(|c| c.as_str()) {
                     Some(cmd) if name == "bash" => format!("$ {cmd}"),
+                    Some(cmd) if name == crate::tools::edit::EDIT_TOOL_NAME => {
+                        let path = input.get("path").and_then(|p| p.as_str()).unwrap_or("");
+                        format!("edit: {cmd} {path}")
+                    }
                     _ => format!("{name} {input}"),
                 };
                 self.styled_line(Some("1;36"), &shown);

@@ -8,7 +8,7 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, AgentSettings, Conversation, Limits, RunEnd};
-use crate::config::Config;
+use crate::config::{Config, ToolKind};
 use crate::event::{Event, Sink};
 use crate::exec::Executor;
 use crate::hostfs::OutputDir;
@@ -16,6 +16,7 @@ use crate::model::provider::Provider;
 use crate::model::{Message, Model, Usage};
 use crate::tools::Registry;
 use crate::tools::bash::{BashSettings, BashTool};
+use crate::tools::edit::EditTool;
 
 /// Prices one model call's usage.
 type Pricer = Box<dyn Fn(&Usage) -> f64 + Send + Sync>;
@@ -29,9 +30,9 @@ pub struct Session {
 }
 
 impl Session {
-    /// Wires the `bash` tool to `executor` under the configuration's
-    /// policy and limits; `warn` hears what the user should know (an
-    /// unknown price).
+    /// Wires the configured tools (`bash`, `edit`) to `executor` under
+    /// the configuration's policy and limits; `warn` hears what the user
+    /// should know (an unknown price).
     pub fn new(
         config: &Config,
         executor: Arc<dyn Executor>,
@@ -41,17 +42,22 @@ impl Session {
         let system = config
             .system_prompt
             .clone()
-            .unwrap_or_else(|| crate::prompt::default_system_prompt(&executor.workdir()));
+            .unwrap_or_else(|| crate::prompt::system_prompt(&executor.workdir(), &config.tools));
         let mut tools = Registry::new();
-        tools.register(Box::new(BashTool::new(
-            executor,
-            config.policy.clone(),
-            BashSettings {
-                default_timeout: config.timeout,
-                max_timeout: config.max_command_timeout,
-                max_output_bytes: config.output_limit_bytes,
-            },
-        )));
+        for kind in &config.tools {
+            match kind {
+                ToolKind::Bash => tools.register(Box::new(BashTool::new(
+                    executor.clone(),
+                    config.policy.clone(),
+                    BashSettings {
+                        default_timeout: config.timeout,
+                        max_timeout: config.max_command_timeout,
+                        max_output_bytes: config.output_limit_bytes,
+                    },
+                ))),
+                ToolKind::Edit => tools.register(Box::new(EditTool::new(executor.clone()))),
+            }
+        }
         let settings = AgentSettings {
             system,
             limits: Limits {

@@ -102,7 +102,7 @@ struct Parsed {
     note: Option<String>,
 }
 
-fn type_name(v: &Value) -> &'static str {
+pub(super) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

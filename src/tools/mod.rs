@@ -3,6 +3,7 @@
 //! error result for the model to read, never a crash.
 
 pub mod bash;
+pub mod edit;
 #[cfg(test)]
 mod fuzz;
 pub mod policy;

@@ -21,6 +21,9 @@
 mod support;
 
 mod docker;
+mod edit;
 mod models;
+#[path = "../model/recorded.rs"]
+mod recorded;
 mod repl;
 mod scripted;
