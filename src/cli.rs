@@ -16,6 +16,7 @@ use crate::exec::backend::{
     BackendKind, DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_PIDS_LIMIT, DEFAULT_USER, Network,
     WorkspaceMode,
 };
+use crate::exec::shell::ShellMode;
 use crate::model::provider::Provider;
 
 /// Runs an LLM agent on a task, with every command in a sandbox.
@@ -294,6 +295,10 @@ pub struct AgentArgs {
     /// Drop the default deny list (rm -rf /, sudo, shutdown, ...).
     #[arg(long)]
     pub no_default_deny: bool,
+
+    /// Whether `cd` and exported variables carry over between commands. Every command still runs in a new process, killed with all it started at its timeout.
+    #[arg(long, env = "RUNNER_SHELL", value_enum, default_value_t = ShellMode::Fresh)]
+    pub shell: ShellMode,
 }
 
 /// clap's names for the domain's choices: the types stay free of clap.
@@ -330,6 +335,10 @@ value_enum!(WorkspaceMode, [WorkspaceMode::Auto, WorkspaceMode::Bind, WorkspaceM
     WorkspaceMode::Bind => ("bind", "Bind mount"),
     WorkspaceMode::Copy => ("copy", "Copied in at the start and back at the end"),
 );
+value_enum!(ShellMode, ShellMode::ALL,
+    ShellMode::Fresh => ("fresh", "Each command starts in the workdir with the sandbox's environment"),
+    ShellMode::Persistent => ("persistent", "cd, export and unset carry over to the next commands"),
+);
 value_enum!(AgentKind, AgentKind::ALL,
     AgentKind::Model => ("model", "The runner loop with the configured model"),
     AgentKind::Oracle => ("oracle", "The task's reference solution, solution/solve.sh"),
@@ -357,6 +366,7 @@ impl AgentArgs {
             env: self.env.clone(),
             deny: self.deny.clone(),
             default_deny: !self.no_default_deny,
+            shell: self.shell,
         }
     }
 }

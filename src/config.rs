@@ -11,6 +11,7 @@ use crate::exec::backend::{
     BackendKind, DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_PIDS_LIMIT, DEFAULT_USER, Network,
     WorkspaceMode,
 };
+use crate::exec::shell::ShellMode;
 use crate::model::pricing::{Price, PriceParseError};
 use crate::model::provider::Provider;
 use crate::tools::policy::{Policy, PolicyError};
@@ -110,6 +111,8 @@ pub struct AgentOptions {
     /// Extra deny patterns.
     pub deny: Vec<String>,
     pub default_deny: bool,
+    /// What the bash tool's commands inherit from the calls before.
+    pub shell: ShellMode,
 }
 
 impl Default for AgentOptions {
@@ -132,6 +135,7 @@ impl Default for AgentOptions {
             env: Vec::new(),
             deny: Vec::new(),
             default_deny: true,
+            shell: ShellMode::Fresh,
         }
     }
 }
@@ -239,6 +243,8 @@ pub struct Config {
     pub keep_workspace: bool,
     /// Leave a command's background processes running after it exits.
     pub keep_background: bool,
+    /// Whether `cd` and exported variables carry over between commands.
+    pub shell: ShellMode,
 }
 
 impl ConfigBuilder {
@@ -348,6 +354,7 @@ impl ConfigBuilder {
             workspace: self.workspace.clone(),
             keep_workspace: self.keep_workspace,
             keep_background: self.keep_background,
+            shell: a.shell,
         })
     }
 }
@@ -371,6 +378,7 @@ impl Config {
             "disk_bytes": self.sandbox.disk_bytes,
             "runtime": self.sandbox.runtime,
             "keep_background": self.keep_background,
+            "shell": self.shell.as_str(),
             "timeout_secs": self.timeout.as_secs(),
             "max_command_timeout_secs": self.max_command_timeout.as_secs(),
             "max_steps": self.max_steps,

@@ -38,10 +38,9 @@ impl Session {
         outputs: Option<OutputDir>,
         warn: &(dyn Fn(&str) + Sync),
     ) -> Session {
-        let system = config
-            .system_prompt
-            .clone()
-            .unwrap_or_else(|| crate::prompt::default_system_prompt(&executor.workdir()));
+        let system = config.system_prompt.clone().unwrap_or_else(|| {
+            crate::prompt::default_system_prompt(&executor.workdir(), config.shell)
+        });
         let mut tools = Registry::new();
         tools.register(Box::new(BashTool::new(
             executor,
@@ -50,6 +49,8 @@ impl Session {
                 default_timeout: config.timeout,
                 max_timeout: config.max_command_timeout,
                 max_output_bytes: config.output_limit_bytes,
+                shell: config.shell,
+                native: config.provider == Provider::Anthropic,
             },
         )));
         let settings = AgentSettings {

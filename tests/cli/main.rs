@@ -22,5 +22,7 @@ mod support;
 
 mod docker;
 mod models;
+#[path = "../model/recorded.rs"]
+mod recorded;
 mod repl;
 mod scripted;
