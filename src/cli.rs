@@ -16,6 +16,7 @@ use crate::exec::backend::{
     BackendKind, DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_PIDS_LIMIT, DEFAULT_USER, Network,
     WorkspaceMode,
 };
+use crate::exec::shell::ShellMode;
 use crate::model::provider::Provider;
 
 /// Runs an LLM agent on a task, with every command in a sandbox.
@@ -298,6 +299,9 @@ pub struct AgentArgs {
     /// Tools offered to the model, a comma list of `bash` (shell commands) and `edit` (Anthropic's text editor, str_replace_based_edit_tool).
     #[arg(long, env = "RUNNER_TOOLS", value_name = "LIST", default_value = DEFAULT_TOOLS)]
     pub tools: String,
+    /// Whether `cd` and exported variables carry over between commands. Every command still runs in a new process, killed with all it started at its timeout.
+    #[arg(long, env = "RUNNER_SHELL", value_enum, default_value_t = ShellMode::Fresh)]
+    pub shell: ShellMode,
 }
 
 /// clap's names for the domain's choices: the types stay free of clap.
@@ -334,6 +338,10 @@ value_enum!(WorkspaceMode, [WorkspaceMode::Auto, WorkspaceMode::Bind, WorkspaceM
     WorkspaceMode::Bind => ("bind", "Bind mount"),
     WorkspaceMode::Copy => ("copy", "Copied in at the start and back at the end"),
 );
+value_enum!(ShellMode, ShellMode::ALL,
+    ShellMode::Fresh => ("fresh", "Each command starts in the workdir with the sandbox's environment"),
+    ShellMode::Persistent => ("persistent", "cd, export and unset carry over to the next commands"),
+);
 value_enum!(AgentKind, AgentKind::ALL,
     AgentKind::Model => ("model", "The runner loop with the configured model"),
     AgentKind::Oracle => ("oracle", "The task's reference solution, solution/solve.sh"),
@@ -362,6 +370,7 @@ impl AgentArgs {
             deny: self.deny.clone(),
             default_deny: !self.no_default_deny,
             tools: self.tools.clone(),
+            shell: self.shell,
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::exec::backend::{
     BackendKind, DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_PIDS_LIMIT, DEFAULT_USER, Network,
     WorkspaceMode,
 };
+use crate::exec::shell::ShellMode;
 use crate::model::pricing::{Price, PriceParseError};
 use crate::model::provider::Provider;
 use crate::tools::policy::{Policy, PolicyError};
@@ -121,6 +122,8 @@ pub struct AgentOptions {
     pub default_deny: bool,
     /// The tools offered, as typed: a comma list ("bash,edit").
     pub tools: String,
+    /// What the bash tool's commands inherit from the calls before.
+    pub shell: ShellMode,
 }
 
 impl Default for AgentOptions {
@@ -144,6 +147,7 @@ impl Default for AgentOptions {
             deny: Vec::new(),
             default_deny: true,
             tools: DEFAULT_TOOLS.to_string(),
+            shell: ShellMode::Fresh,
         }
     }
 }
@@ -293,6 +297,8 @@ pub struct Config {
     pub keep_workspace: bool,
     /// Leave a command's background processes running after it exits.
     pub keep_background: bool,
+    /// Whether `cd` and exported variables carry over between commands.
+    pub shell: ShellMode,
 }
 
 impl ConfigBuilder {
@@ -403,6 +409,7 @@ impl ConfigBuilder {
             workspace: self.workspace.clone(),
             keep_workspace: self.keep_workspace,
             keep_background: self.keep_background,
+            shell: a.shell,
         })
     }
 }
@@ -426,6 +433,7 @@ impl Config {
             "disk_bytes": self.sandbox.disk_bytes,
             "runtime": self.sandbox.runtime,
             "keep_background": self.keep_background,
+            "shell": self.shell.as_str(),
             "timeout_secs": self.timeout.as_secs(),
             "max_command_timeout_secs": self.max_command_timeout.as_secs(),
             "max_steps": self.max_steps,

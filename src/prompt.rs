@@ -1,16 +1,18 @@
 //! The default system prompt.
 
 use crate::config::ToolKind;
+use crate::exec::shell::ShellMode;
 use crate::tools::edit::EDIT_TOOL_NAME;
 
 /// The system prompt used unless `--system` or `--system-file` is given,
 /// with the `bash` tool alone.
-pub fn default_system_prompt(workdir: &str) -> String {
-    system_prompt(workdir, &[ToolKind::Bash])
+pub fn default_system_prompt(workdir: &str, shell: ShellMode) -> String {
+    system_prompt(workdir, &[ToolKind::Bash], shell)
 }
 
-/// The default system prompt for the tools offered (`--tools`).
-pub fn system_prompt(workdir: &str, tools: &[ToolKind]) -> String {
+/// The default system prompt for the tools offered (`--tools`); it states
+/// what `shell` carries between calls.
+pub fn system_prompt(workdir: &str, tools: &[ToolKind], shell: ShellMode) -> String {
     let bash = tools.contains(&ToolKind::Bash);
     let edit = tools.contains(&ToolKind::Edit);
     let mut s = format!(
@@ -25,12 +27,12 @@ pub fn system_prompt(workdir: &str, tools: &[ToolKind]) -> String {
     });
     if bash {
         s.push_str(&format!(
-            "Each call runs a command with `bash -c` in a fresh shell \
-             that starts in {workdir}: `cd` and variables do not carry over between calls, files do. \
+            "It runs a command with bash. {} \
              stdout and stderr come back together; long output is cut in the middle, so filter it \
              (head, tail, grep) rather than printing whole files. Commands are killed at their \
              timeout; nothing is interactive, so never start editors, pagers or prompts. \
-             The network may be off.\n"
+             The network may be off.\n",
+            shell.semantics(workdir)
         ));
     }
     if edit {
@@ -62,13 +64,15 @@ mod tests {
 
     #[test]
     fn the_prompt_names_the_tools_offered() {
-        let bash = system_prompt("/w", &[ToolKind::Bash]);
-        assert!(bash.contains("You have one tool, `bash`. Each call runs"));
+        let bash = system_prompt("/w", &[ToolKind::Bash], ShellMode::Fresh);
+        assert!(bash.contains("You have one tool, `bash`. It runs a command with bash."));
         assert!(!bash.contains(EDIT_TOOL_NAME));
-        let both = system_prompt("/w", &[ToolKind::Bash, ToolKind::Edit]);
+        let both = system_prompt("/w", &[ToolKind::Bash, ToolKind::Edit], ShellMode::Fresh);
         assert!(both.contains("two tools") && both.contains("fresh shell"));
+        let kept = system_prompt("/w", &[ToolKind::Bash], ShellMode::Persistent);
+        assert!(kept.contains("The shell persists between calls"));
         assert!(both.contains("replaces a string that occurs exactly once"));
-        let edit = system_prompt("/w", &[ToolKind::Edit]);
+        let edit = system_prompt("/w", &[ToolKind::Edit], ShellMode::Fresh);
         assert!(edit.contains("You have one tool, `str_replace_based_edit_tool`."));
         assert!(!edit.contains("bash -c") && !edit.contains("verify with commands"));
     }

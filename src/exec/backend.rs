@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::shell::ShellMode;
 use super::{ExecError, Executor};
 use crate::redact::Redactor;
 
@@ -102,6 +103,9 @@ pub struct SandboxSpec {
     /// Leave what a command started in the background running after it
     /// exits; by default it is killed and the model is told.
     pub keep_background: bool,
+    /// Whether `cd` and exported variables carry over between commands
+    /// (see [`super::shell`]).
+    pub shell: ShellMode,
 }
 
 impl SandboxSpec {
@@ -125,6 +129,7 @@ impl SandboxSpec {
             max_run_time: Duration::from_secs(DEFAULT_MAX_RUN_SECS),
             redactor: Redactor::default(),
             keep_background: false,
+            shell: ShellMode::Fresh,
         }
     }
 }

@@ -12,6 +12,7 @@
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -31,6 +32,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::backend::{Backend, Capabilities, ImageSource, Network, SandboxSpec, Seeded};
 use super::capture::Capture;
+use super::shell::{MAX_STATE_BYTES, STATE_END, STATE_FD, ShellMode, ShellSession, StateError};
 use super::{ExecError, ExecOutput, ExecRequest, Executor, background_killed_note};
 use crate::redact::Redactor;
 
@@ -59,6 +61,8 @@ pub struct LocalConfig {
     /// Leave what a command started in the background running after it
     /// exits (until shutdown); by default it is killed and the model told.
     pub keep_background: bool,
+    /// Whether `cd` and exported variables carry over between commands.
+    pub shell: ShellMode,
 }
 
 /// Runs each command as `bash -c` (or `sh -c`) on the host.
@@ -71,6 +75,8 @@ pub struct LocalExecutor {
     keep_background: bool,
     /// Sessions (= process groups) of commands still running, for `shutdown`.
     live: Arc<Mutex<HashSet<i32>>>,
+    /// The persistent shell's state; `None` with `--shell fresh`.
+    session: Option<ShellSession>,
     closed: AtomicBool,
     /// Where the sandbox's absolute paths (a task's /tests, /logs) live
     /// on the host, removed with the executor; `None`: they are refused.
@@ -119,6 +125,8 @@ impl LocalExecutor {
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_os_str());
+        let session = (config.shell == ShellMode::Persistent)
+            .then(|| ShellSession::new(config.workdir.display().to_string()));
         LocalExecutor {
             workdir: config.workdir,
             shell: find_shell(path),
@@ -126,6 +134,7 @@ impl LocalExecutor {
             redactor: Redactor::default(),
             keep_background: config.keep_background,
             live: Arc::default(),
+            session,
             closed: AtomicBool::new(false),
             root: None,
         }
@@ -194,7 +203,19 @@ impl LocalExecutor {
         &self.env
     }
 
-    fn spawn(&self, command: &str) -> Result<(io::PipeReader, Child), ExecError> {
+    /// With `--shell persistent`, the refusal when the shell found is not
+    /// bash (the wrapper needs it).
+    pub fn check_shell(&self) -> Result<(), ExecError> {
+        if self.session.is_some() && self.shell.file_name() != Some(OsStr::new("bash")) {
+            return Err(ExecError::ShellUnavailable {
+                place: "this host's PATH",
+                detail: format!("the only shell found is {}", self.shell.display()),
+            });
+        }
+        Ok(())
+    }
+
+    fn spawn(&self, command: &str) -> Result<Spawned, ExecError> {
         let spawn_err = |what: &str, e: io::Error| {
             ExecError::Spawn(format!(
                 "{what} for `{} -c` in {}: {e}",
@@ -208,14 +229,37 @@ impl LocalExecutor {
             .try_clone()
             .map_err(|e| spawn_err("duplicating the output pipe", e))?;
         let mut cmd = Command::new(&self.shell);
-        cmd.arg("-c")
-            .arg(command)
-            .current_dir(&self.workdir)
-            .env_clear()
+        cmd.env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(writer)
             .stderr(writer2);
+        let mut state_writer = None;
+        let mut state = None;
+        match &self.session {
+            None => {
+                cmd.arg("-c").arg(command).current_dir(&self.workdir);
+            }
+            Some(session) => {
+                // argv[0] is "bash": ours is the one found on PATH.
+                let prepared = session.prepare(command);
+                // `prepared.cwd` is the workdir, as a string: the path
+                // itself is exact.
+                cmd.args(prepared.argv.iter().skip(1))
+                    .current_dir(&self.workdir)
+                    .envs(prepared.env);
+                let (r, w) = io::pipe().map_err(|e| spawn_err("creating the state pipe", e))?;
+                let fd = w.as_raw_fd();
+                // SAFETY: only async-signal-safe calls (fcntl, dup2) on
+                // descriptors the child owns; nothing of the parent's
+                // memory is touched.
+                unsafe {
+                    cmd.pre_exec(move || give_state_fd(fd));
+                }
+                state_writer = Some(w);
+                state = Some(r);
+            }
+        }
         // A new session (hence a new process group) per command: the kill
         // reaches background jobs even when they get their own group
         // (`set -m`), and the command has no controlling terminal to read the
@@ -226,11 +270,48 @@ impl LocalExecutor {
             cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(io::Error::from));
         }
         let child = cmd.spawn().map_err(|e| spawn_err("starting", e))?;
-        // Our copies of the write end live in `cmd`; drop them now or the
-        // pipe never reaches EOF.
+        // Our copies of the write ends live in `cmd` (and `state_writer`);
+        // drop them now or the pipes never reach EOF.
         drop(cmd);
-        Ok((reader, child))
+        drop(state_writer);
+        Ok(Spawned {
+            output: reader,
+            child,
+            state,
+        })
     }
+}
+
+/// A started command: the read end of its output, the shell, and the read
+/// end of its state pipe (persistent shell).
+struct Spawned {
+    output: io::PipeReader,
+    child: Child,
+    state: Option<io::PipeReader>,
+}
+
+/// In the child, before exec: the state pipe's write end `fd` becomes
+/// [`STATE_FD`], open across exec. `dup2` onto itself would leave
+/// close-on-exec set, hence the flag is cleared when it already is 3.
+/// Whatever the child had at 3 before is close-on-exec (every descriptor
+/// runner opens is), so replacing it loses nothing the command needs; the
+/// pipes are made before the spawn, so std's own exec-error pipe is never
+/// the one at 3 (were 3 free, one of ours would have taken it).
+fn give_state_fd(fd: std::os::fd::RawFd) -> io::Result<()> {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
+    // SAFETY: `fd` is open in the child (inherited from the parent, which
+    // keeps it open until the spawn returns).
+    let source = unsafe { BorrowedFd::borrow_raw(fd) };
+    if fd == STATE_FD {
+        fcntl(source, FcntlArg::F_SETFD(FdFlag::empty()))?;
+        return Ok(());
+    }
+    // SAFETY: the target number is only handed to dup2 and never closed
+    // (ManuallyDrop): it becomes the child's STATE_FD.
+    let mut target = std::mem::ManuallyDrop::new(unsafe { OwnedFd::from_raw_fd(STATE_FD) });
+    nix::unistd::dup2(source, &mut target)?;
+    Ok(())
 }
 
 /// The child environment: allowlisted host variables, then `extra`.
@@ -400,6 +481,95 @@ impl Pump {
     }
 }
 
+/// The read side of the state pipe (persistent shell): the dump, bounded.
+struct StatePump {
+    pipe: pipe::Receiver,
+    data: Vec<u8>,
+    /// More than [`MAX_STATE_BYTES`] arrived: the rest was read and dropped
+    /// (not left unread, which would block the shell writing it).
+    overflow: bool,
+    eof: bool,
+}
+
+impl StatePump {
+    fn new(reader: io::PipeReader) -> Result<StatePump, ExecError> {
+        let pipe = pipe::Receiver::from_owned_fd(reader.into())
+            .map_err(|e| io::Error::new(e.kind(), format!("watching the state pipe: {e}")))?;
+        Ok(StatePump {
+            pipe,
+            data: Vec::new(),
+            overflow: false,
+            eof: false,
+        })
+    }
+
+    /// One read; cancel-safe.
+    async fn read_once(&mut self) -> Result<(), ExecError> {
+        let mut buf = [0u8; 16 * 1024];
+        let n = self
+            .pipe
+            .read(&mut buf)
+            .await
+            .map_err(|e| io::Error::new(e.kind(), format!("reading the shell's state: {e}")))?;
+        if n == 0 {
+            self.eof = true;
+        } else if self.data.len() + n > MAX_STATE_BYTES {
+            self.overflow = true;
+        } else {
+            self.data.extend_from_slice(&buf[..n]);
+        }
+        Ok(())
+    }
+
+    /// Whether a whole dump has arrived (its end marker last): a process
+    /// the command left running may hold the pipe, so EOF is not awaited.
+    fn complete(&self) -> bool {
+        let end = format!("\0{STATE_END}\0");
+        self.data.ends_with(end.as_bytes())
+    }
+
+    /// Reads until EOF, a whole dump or `until`, whichever comes first.
+    async fn drain(&mut self, until: Instant) -> Result<(), ExecError> {
+        let to_end = async {
+            while !self.eof && !self.complete() {
+                self.read_once().await?;
+            }
+            Ok(())
+        };
+        timeout_at(until, to_end).await.unwrap_or(Ok(()))
+    }
+}
+
+/// Reads the state pipe when there is one; never ready otherwise.
+async fn read_state(state: &mut Option<StatePump>) -> Result<(), ExecError> {
+    match state {
+        Some(s) => s.read_once().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Takes the dump of a command that exited as the session's state; the
+/// note for the model when one arrived but was refused. Nothing at all
+/// (the command `exec`ed another program or closed the descriptor) keeps
+/// the old state in silence.
+fn save_state(session: &ShellSession, state: &StatePump) -> Option<String> {
+    let result = if state.overflow {
+        Err(StateError::TooLarge)
+    } else if state.data.is_empty() {
+        tracing::debug!("no shell state arrived; the previous one stays");
+        return None;
+    } else {
+        session.finish(&state.data)
+    };
+    result.err().map(|e| {
+        tracing::warn!(error = %e, "shell state refused");
+        format!(
+            "[runner: {e}, so it was not saved: the next command starts from the directory \
+             and variables before this one]"
+        )
+    })
+}
+
 /// Why the main phase of a command ended.
 enum End {
     Exited(ExitStatus),
@@ -441,7 +611,13 @@ impl Executor for LocalExecutor {
         if let Some(file) = &req.full_output {
             capture = capture.with_output_file(file)?;
         }
-        let (reader, mut child) = self.spawn(&req.command)?;
+        self.check_shell()?;
+        let Spawned {
+            output: reader,
+            mut child,
+            state,
+        } = self.spawn(&req.command)?;
+        let mut state = state.map(StatePump::new).transpose()?;
         // The shell leads its own session and process group: sid = pgid = pid.
         let sid = child.id().and_then(|id| i32::try_from(id).ok());
         let Some(sid) = sid else {
@@ -473,6 +649,10 @@ impl Executor for LocalExecutor {
                     io::Error::new(e.kind(), format!("waiting for the shell: {e}"))
                 })?),
                 () = &mut deadline => break End::TimedOut,
+                // The state before the output: a flood of output (from a
+                // background job) must not starve a dump bigger than the
+                // pipe, or the shell would block writing it.
+                read = read_state(&mut state), if state.as_ref().is_some_and(|s| !s.eof) => read?,
                 read = pump.read_once(), if !pump.eof => read?,
             }
         };
@@ -508,6 +688,14 @@ impl Executor for LocalExecutor {
             pump.drain(until).await?;
             group.wait_gone(until).await;
         }
+        let state_note = match (&self.session, state.as_mut()) {
+            (Some(session), Some(state)) if exited => {
+                state.drain(until).await?;
+                save_state(session, state)
+            }
+            // Killed (timeout, Ctrl-C): no dump; the state stays as it was.
+            _ => None,
+        };
 
         let shut_down = self.closed.load(Ordering::SeqCst);
         let (exit_code, timed_out, cancelled) = match end {
@@ -529,6 +717,13 @@ impl Executor for LocalExecutor {
             output.push_str(&background_killed_note(crate::convert::u32_from_usize(
                 left,
             )));
+            output.push('\n');
+        }
+        if let Some(note) = state_note {
+            if !output.is_empty() && !output.ends_with('\n') {
+                output.push('\n');
+            }
+            output.push_str(&note);
             output.push('\n');
         }
         Ok(ExecOutput {
@@ -623,6 +818,13 @@ impl Executor for LocalExecutor {
         Ok(())
     }
 
+    async fn restart_shell(&self) -> Result<(), ExecError> {
+        if let Some(session) = &self.session {
+            session.restart();
+        }
+        Ok(())
+    }
+
     async fn shutdown(&self) -> Result<(), ExecError> {
         self.closed.store(true, Ordering::SeqCst);
         let groups: Vec<i32> = self
@@ -680,14 +882,15 @@ impl Backend for LocalBackend {
             (None, Some(ws)) => ws.host.clone(),
             (None, None) => std::env::current_dir()?,
         };
-        Ok(Arc::new(
-            LocalExecutor::new(LocalConfig {
-                workdir,
-                env: spec.env.clone(),
-                keep_background: spec.keep_background,
-            })
-            .with_redactor(spec.redactor.clone())
-            .with_root()?,
-        ))
+        let executor = LocalExecutor::new(LocalConfig {
+            workdir,
+            env: spec.env.clone(),
+            keep_background: spec.keep_background,
+            shell: spec.shell,
+        })
+        .with_redactor(spec.redactor.clone())
+        .with_root()?;
+        executor.check_shell()?;
+        Ok(Arc::new(executor))
     }
 }

@@ -9,6 +9,7 @@ pub mod docker;
 pub mod liveness;
 pub mod local;
 pub mod supervisor;
+pub mod shell;
 pub mod tree;
 
 use std::time::Duration;
@@ -22,7 +23,8 @@ use crate::hostfs::OutputFile;
 /// One command to run.
 #[derive(Debug, Clone)]
 pub struct ExecRequest {
-    /// Shell text, run as `bash -c COMMAND` (or `sh -c` without bash).
+    /// Shell text, run as `bash -c COMMAND` (or `sh -c` without bash);
+    /// with `--shell persistent`, through [`shell::WRAPPER`].
     pub command: String,
     /// Hard limit on the command's wall time; every process it started is
     /// killed when it passes.
@@ -98,6 +100,9 @@ pub enum ExecError {
     Workspace(String),
     #[error("this sandbox cannot {0}")]
     Unsupported(&'static str),
+    /// `--shell persistent` needs bash in the sandbox (see [`shell`]).
+    #[error("--shell persistent needs bash, which {place} does not have: {detail}")]
+    ShellUnavailable { place: &'static str, detail: String },
     #[error("the container runtime '{runtime}' is not registered with the engine (registered: {})", registered.join(", "))]
     RuntimeUnavailable {
         runtime: String,
@@ -134,6 +139,9 @@ impl ExecError {
             ExecError::EngineUnavailable { hint, .. }
             | ExecError::RuntimeUnavailable { hint, .. }
             | ExecError::RuntimeWithoutNetwork { hint, .. } => Some(hint.clone()),
+            ExecError::ShellUnavailable { .. } => Some(
+                "run with --shell fresh, or use an image (or a PATH) that has bash".to_string(),
+            ),
             _ => None,
         }
     }
@@ -171,8 +179,19 @@ pub trait Executor: Send + Sync {
         path.to_string()
     }
 
-    /// Runs one command to completion, timeout or cancellation.
+    /// Runs one command to completion, timeout or cancellation. With
+    /// `--shell persistent` the command starts from the working directory
+    /// and exported variables the calls before it left (see [`shell`]).
     async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError>;
+
+    /// Drops the persistent shell's state: the next command starts in the
+    /// workdir with the sandbox's environment, as the first one did (the
+    /// `restart` of Anthropic's bash tool). With `--shell fresh` there is
+    /// nothing to drop and it succeeds; a backend that cannot keep a
+    /// persistent shell refuses it, as this default does.
+    async fn restart_shell(&self) -> Result<(), ExecError> {
+        Err(ExecError::Unsupported("restart a persistent shell"))
+    }
 
     /// What confines commands, as read from the engine and the sandbox
     /// (recorded in `run_started`); `None` when nothing does.

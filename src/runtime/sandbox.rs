@@ -40,6 +40,7 @@ pub fn sandbox_spec(
         max_run_time: config.max_time.unwrap_or(defaults.max_run_time),
         runtime: s.runtime.clone(),
         keep_background: config.keep_background,
+        shell: config.shell,
         ..defaults
     }
 }

@@ -39,10 +39,9 @@ impl Session {
         outputs: Option<OutputDir>,
         warn: &(dyn Fn(&str) + Sync),
     ) -> Session {
-        let system = config
-            .system_prompt
-            .clone()
-            .unwrap_or_else(|| crate::prompt::system_prompt(&executor.workdir(), &config.tools));
+        let system = config.system_prompt.clone().unwrap_or_else(|| {
+            crate::prompt::system_prompt(&executor.workdir(), &config.tools, config.shell)
+        });
         let mut tools = Registry::new();
         for kind in &config.tools {
             match kind {
@@ -53,6 +52,8 @@ impl Session {
                         default_timeout: config.timeout,
                         max_timeout: config.max_command_timeout,
                         max_output_bytes: config.output_limit_bytes,
+                        shell: config.shell,
+                        native: config.provider == Provider::Anthropic,
                     },
                 ))),
                 ToolKind::Edit => tools.register(Box::new(EditTool::new(executor.clone()))),

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use super::policy::Policy;
 use super::{Tool, ToolContext, ToolOutcome};
-use crate::exec::{ExecOutput, ExecRequest, Executor};
+use crate::exec::shell::ShellMode;
+use crate::exec::{ExecError, ExecOutput, ExecRequest, Executor};
 use crate::model::ToolSpec;
 
 /// Settings of the bash tool.
@@ -21,7 +22,20 @@ pub struct BashSettings {
     pub max_timeout: Duration,
     /// Bytes of output the model sees (head + tail).
     pub max_output_bytes: usize,
+    /// What the executor's shell carries between calls: said in the
+    /// description; `persistent` adds `restart` to the input.
+    pub shell: ShellMode,
+    /// Offer Anthropic's own bash tool (`bash_20250124`, which the models
+    /// are trained on) in place of the custom definition: for Anthropic's
+    /// API with a persistent shell, whose semantics it has.
+    pub native: bool,
 }
+
+/// Anthropic's bash tool type (its input: `command`, or `restart`).
+pub const ANTHROPIC_BASH_TOOL: &str = "bash_20250124";
+
+/// The answer to a restart, as in Anthropic's reference implementation.
+pub const RESTARTED: &str = "tool has been restarted.";
 
 /// Runs shell commands through an [`Executor`].
 pub struct BashTool {
@@ -39,14 +53,31 @@ impl BashTool {
         }
     }
 
-    /// Reads `{"command": string, "timeout": optional seconds}`. Any JSON
-    /// is accepted without panicking: a timeout above the maximum is
-    /// lowered to it (with a note for the model), one that is not a
-    /// positive number is an error the model can fix.
-    fn parse(&self, input: &Value) -> Result<Parsed, String> {
+    /// Reads `{"command": string, "timeout": optional seconds}`, or, with
+    /// a persistent shell, `{"restart": true}`. Any JSON is accepted
+    /// without panicking: a timeout above the maximum is lowered to it
+    /// (with a note for the model), one that is not a positive number is an
+    /// error the model can fix.
+    fn parse(&self, input: &Value) -> Result<Call, String> {
         let obj = input
             .as_object()
             .ok_or("error: the bash tool takes a JSON object like {\"command\": \"ls\"}.")?;
+        if self.settings.shell == ShellMode::Persistent {
+            match obj.get("restart") {
+                None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+                Some(Value::Bool(true)) => {
+                    return Ok(Call::Restart {
+                        with_command: obj.contains_key("command"),
+                    });
+                }
+                Some(other) => {
+                    return Err(format!(
+                        "error: 'restart' must be true or left out, got {}.",
+                        type_name(other)
+                    ));
+                }
+            }
+        }
         let command = match obj.get("command") {
             Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
             Some(Value::String(_)) => return Err("error: 'command' is empty.".into()),
@@ -71,11 +102,32 @@ impl BashTool {
                 ));
             }
         };
-        Ok(Parsed {
+        Ok(Call::Run(Parsed {
             command,
             timeout,
             note,
-        })
+        }))
+    }
+
+    /// Drops the persistent shell's state.
+    async fn restart(&self, with_command: bool) -> ToolOutcome {
+        match self.executor.restart_shell().await {
+            Ok(()) if with_command => ToolOutcome {
+                content: format!(
+                    "{RESTARTED} The command was not run: send it again without 'restart'."
+                ),
+                is_error: false,
+                exec: None,
+                fatal: None,
+            },
+            Ok(()) => ToolOutcome {
+                content: RESTARTED.to_string(),
+                is_error: false,
+                exec: None,
+                fatal: None,
+            },
+            Err(e) => failed(e),
+        }
     }
 
     /// The timeout for `secs` (positive, finite) asked by the model: the
@@ -94,12 +146,35 @@ impl BashTool {
     }
 }
 
-/// A validated bash call.
+/// What a bash call asks for.
+enum Call {
+    Run(Parsed),
+    /// Back to a fresh shell (`{"restart": true}`).
+    Restart {
+        with_command: bool,
+    },
+}
+
+/// A validated command.
 struct Parsed {
     command: String,
     timeout: Duration,
     /// Said to the model after the result (a lowered timeout).
     note: Option<String>,
+}
+
+/// The outcome of an executor failure: the run ends on a fatal one.
+fn failed(e: ExecError) -> ToolOutcome {
+    if e.is_fatal() {
+        ToolOutcome {
+            content: format!("error: {e}"),
+            is_error: true,
+            exec: None,
+            fatal: Some(e),
+        }
+    } else {
+        ToolOutcome::error(format!("error: {e}"))
+    }
 }
 
 pub(super) fn type_name(v: &Value) -> &'static str {
@@ -149,27 +224,40 @@ pub fn render_for_model(out: &ExecOutput, timeout: Duration) -> String {
 #[async_trait]
 impl Tool for BashTool {
     fn spec(&self) -> ToolSpec {
+        let persistent = self.settings.shell == ShellMode::Persistent;
+        let mut description = format!(
+            "Run a shell command with bash. {} stdout and stderr come back together, \
+             truncated in the middle past {} bytes. The command is killed after `timeout` \
+             seconds (default {}, at most {}). No interactive input: stdin is empty.",
+            self.settings.shell.semantics(&self.executor.workdir()),
+            self.settings.max_output_bytes,
+            self.settings.default_timeout.as_secs(),
+            self.settings.max_timeout.as_secs(),
+        );
+        let mut input_schema = json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The shell command to run."},
+                "timeout": {"type": "number", "description": "Seconds before the command is killed."}
+            },
+            "required": ["command"]
+        });
+        if persistent {
+            description.push_str(
+                " Send {\"restart\": true} instead of a command to start over in a fresh shell.",
+            );
+            input_schema["properties"]["restart"] = json!({
+                "type": "boolean",
+                "description": "true: drop the working directory and variables and start over (no command is run)."
+            });
+            input_schema["required"] = json!([]);
+        }
         ToolSpec {
-            native: None,
+            native: (persistent && self.settings.native)
+                .then(|| json!({"type": ANTHROPIC_BASH_TOOL, "name": "bash"})),
             name: "bash".into(),
-            description: format!(
-                "Run a shell command with bash -c in {}. Each call starts a fresh shell: \
-                 cd and variables do not carry over, files do. stdout and stderr come back \
-                 together, truncated in the middle past {} bytes. The command is killed after \
-                 `timeout` seconds (default {}, at most {}). No interactive input.",
-                self.executor.workdir(),
-                self.settings.max_output_bytes,
-                self.settings.default_timeout.as_secs(),
-                self.settings.max_timeout.as_secs(),
-            ),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string", "description": "The shell command to run."},
-                    "timeout": {"type": "number", "description": "Seconds before the command is killed."}
-                },
-                "required": ["command"]
-            }),
+            description,
+            input_schema,
         }
     }
 
@@ -179,7 +267,8 @@ impl Tool for BashTool {
             timeout,
             note,
         } = match self.parse(input) {
-            Ok(v) => v,
+            Ok(Call::Run(v)) => v,
+            Ok(Call::Restart { with_command }) => return self.restart(with_command).await,
             Err(msg) => return ToolOutcome::error(msg),
         };
         if let Some(pattern) = self.policy.check(&command) {
@@ -204,13 +293,10 @@ impl Tool for BashTool {
                 exec: Some(out),
                 fatal: None,
             },
-            Err(e) if e.is_fatal() => ToolOutcome {
-                content: format!("error: {e}"),
-                is_error: true,
-                exec: None,
-                fatal: Some(e),
-            },
-            Err(e) => ToolOutcome::error(format!("error: {e}")),
+            Err(e) => failed(e),
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -81,6 +81,8 @@ fn registry(recorder: Arc<Recorder>) -> Registry {
             default_timeout: Duration::from_secs(5),
             max_timeout: MAX_TIMEOUT,
             max_output_bytes: 1000,
+            shell: crate::exec::shell::ShellMode::Fresh,
+            native: false,
         },
     )));
     r

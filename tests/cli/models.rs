@@ -339,3 +339,66 @@ fn a_paused_turn_goes_back_verbatim_with_its_thinking_and_server_tool_blocks() {
     }
     assert_eq!(outcome(&traj), "completed");
 }
+
+/// Vector 22 (a real exchange with Anthropic's own bash tool) replayed
+/// through the binary with `--shell persistent`: the tool goes out as
+/// `{"type": "bash_20250124", "name": "bash"}`, the model's `{command}`
+/// calls run in the persistent shell, and the follow-up requests have the
+/// recorded structure.
+#[test]
+fn persistent_shell_offers_anthropics_bash_tool_and_replays_vector_22() {
+    let _s = shared();
+    let d = Dir::new();
+    let ex = crate::recorded::exchanges("22_anthropic_bash_20250124_tool_loop.json");
+    let mut responses: Vec<FakeResponse> = ex.iter().map(|e| e.response.clone()).collect();
+    responses.push(FakeResponse::anthropic_text("2 + 2 = 4"));
+    let server = FakeServer::start_blocking(responses);
+    let r = anthropic_run(
+        &d,
+        &server,
+        &["--shell", "persistent", "--model", "claude-sonnet-4-6"],
+    );
+    r.expect_code(0);
+    server.assert_protocol_ok();
+    server.assert_all_served();
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    for req in &reqs {
+        // As recorded, plus the client's cache breakpoint on the last tool.
+        let tools = req.body["tools"].as_array().cloned().unwrap_or_default();
+        assert_eq!(tools.len(), 1, "{}", r.explain());
+        let mut tool = tools[0].clone();
+        tool.as_object_mut().unwrap().remove("cache_control");
+        assert_eq!(
+            tool,
+            serde_json::json!({"type": "bash_20250124", "name": "bash"}),
+            "{}",
+            r.explain()
+        );
+    }
+    // The model's command ran; its output came back as the tool result,
+    // in the recorded request's structure (the recorder's own rename of
+    // the tool to "shell" aside).
+    let ours = crate::recorded::anthropic_shape(&reqs[1].body["messages"]);
+    let mut theirs = crate::recorded::anthropic_shape(&ex[1].request["messages"]);
+    theirs[1]["content"][0]["name"] = serde_json::json!("bash");
+    assert_eq!(ours[1], theirs[1]);
+    assert_eq!(
+        ours[2]["content"][0]["tool_result"],
+        theirs[2]["content"][0]["tool_result"]
+    );
+    assert_eq!(ours[2]["content"][0]["content"], "4\n[exit code: 0]");
+    // Without --shell persistent the custom definition goes out.
+    let d2 = Dir::new();
+    let server = FakeServer::start_blocking(vec![FakeResponse::anthropic_text("hi")]);
+    anthropic_run(&d2, &server, &[]).expect_code(0);
+    let tools = &server.requests()[0].body["tools"];
+    assert_eq!(tools[0]["name"], "bash");
+    assert!(tools[0].get("type").is_none(), "{tools}");
+    assert!(
+        tools[0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("fresh shell")
+    );
+}

@@ -45,6 +45,7 @@ on_both_executors!(
     secrets_and_canaries_never_reach_commands_or_files,
     task_dash_reads_stdin,
     ctrl_c_kills_the_command_writes_the_trajectory_and_exits_130,
+    persistent_shell_keeps_cd_and_export_across_a_timeout_and_stdin_waits,
 );
 
 fn multi_step_loop_completes_and_writes_a_trajectory(ex: Exec) {
@@ -636,4 +637,55 @@ fn ctrl_c_while_reading_the_task_from_stdin_exits_130() {
     let status = wait_within(&mut child, Duration::from_secs(5))
         .expect("runner still waiting on stdin 5 s after Ctrl-C");
     assert_eq!(status.code(), Some(130));
+}
+
+/// `--shell persistent`: `cd` and `export` carry over; a hung command is
+/// killed at its timeout and the session survives with the state from
+/// before it; commands waiting on stdin get EOF; restart starts over.
+fn persistent_shell_keeps_cd_and_export_across_a_timeout_and_stdin_waits(ex: Exec) {
+    let d = Dir::new();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).expect("mkdir");
+    let timed =
+        |cmd: &str, secs: u64| json!({"name": "bash", "input": {"command": cmd, "timeout": secs}});
+    let s = script(
+        &d,
+        json!([
+            {"tool_calls": [bash("mkdir -p sub && cd sub")]},
+            {"tool_calls": [bash("export X=1")]},
+            {"tool_calls": [timed("cd /; export X=2; sleep 100", 1)]},
+            {"tool_calls": [timed("cat; if command -v python3 >/dev/null; then python3 -c 'input()' 2>/dev/null; echo py=$?; fi; read -r l; echo read=$?", 20)],
+             "expect": "[timed out after 1s"},
+            {"tool_calls": [bash("pwd; echo \"X=$X\"")], "expect": "read=1"},
+            {"tool_calls": [{"name": "bash", "input": {"restart": true}}], "expect": "/sub\nX=1"},
+            {"tool_calls": [bash("pwd; echo \"X=${X-unset}\"")], "expect": "tool has been restarted."},
+            {"text": "done", "expect": "X=unset"}
+        ]),
+    );
+    let r = run(d
+        .scripted(&s)
+        .args(ex.args())
+        .args(["--shell", "persistent", "--workspace"])
+        .arg(&ws)
+        .arg("go"));
+    r.expect_code(0);
+    let events = r.events();
+    assert_eq!(outcome(&events), "completed", "{}", r.explain());
+    let results = of_type(&events, "tool_result");
+    assert_eq!(results.len(), 7, "{}", r.explain());
+    assert_eq!(results[2]["timed_out"], true);
+    let out = |i: usize| {
+        results[i]["output"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(!out(3).contains("py=0"), "{}", out(3));
+    assert!(out(4).ends_with("/sub\nX=1\n[exit code: 0]"), "{}", out(4));
+    let start = out(6);
+    assert!(start.ends_with("\nX=unset\n[exit code: 0]"), "{start}");
+    assert!(!start.contains("/sub"), "{start}");
+    let traj = d.trajectory();
+    let started = of_type(&traj, "run_started");
+    assert_eq!(started[0]["config"]["shell"], "persistent");
 }

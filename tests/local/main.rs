@@ -11,3 +11,4 @@ mod support;
 
 mod exec;
 mod limits;
+mod shell;

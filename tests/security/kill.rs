@@ -269,6 +269,7 @@ async fn local_executor_tells_the_model_about_killed_background_processes() {
         workdir: ws.path().to_path_buf(),
         env: vec![],
         keep_background: false,
+        ..Default::default()
     });
     let out = ex
         .execute(req("sleep 1000 & echo started", 10.0))

@@ -531,7 +531,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let body = spec(&cfg, "1234:5678", &WorkspaceMount::None, Kernel::Host);
+        let body = spec(&cfg, (1234, 5678), &WorkspaceMount::None, Kernel::Host, "/sup");
         let env = body.env.unwrap_or_default();
         assert_eq!(env, [format!("HOME={SANDBOX_HOME}")]);
         let tmpfs = body.host_config.and_then(|h| h.tmpfs).unwrap_or_default();
@@ -551,7 +551,7 @@ mod tests {
             ..Default::default()
         };
         let limits = |kernel| {
-            let hc = spec(&cfg, "1000:1000", &WorkspaceMount::None, kernel)
+            let hc = spec(&cfg, (1000, 1000), &WorkspaceMount::None, kernel, "/sup")
                 .host_config
                 .unwrap_or_default();
             let nproc = hc

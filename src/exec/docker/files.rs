@@ -218,34 +218,6 @@ async fn read_exec(
 /// (or not a directory, for a download).
 const NOT_FOUND: i64 = 66;
 
-/// The content of the regular file `path` in the container, read as
-/// `user`, at most `max_bytes`.
-pub async fn read_file(
-    docker: &Docker,
-    id: &str,
-    user: &str,
-    path: &str,
-    max_bytes: u64,
-) -> Result<Vec<u8>, ExecError> {
-    let mut data = Vec::new();
-    let read = read_exec(
-        docker,
-        id,
-        user,
-        // Not a link: what is read is the file named, not what it points to.
-        "[ -f \"$1\" ] && [ ! -L \"$1\" ] || exit 66; exec cat -- \"$1\"",
-        &[path],
-        max_bytes,
-        &mut |b| {
-            data.extend_from_slice(b);
-            Ok(())
-        },
-    )
-    .await?;
-    finish_read(&read, id, path, "read", max_bytes)?;
-    Ok(data)
-}
-
 /// Copies the container's directory `src` (read as `user`) into the empty
 /// host directory `host`: the tar is made inside the sandbox and unpacked
 /// on the host without following anything in it (see

@@ -1,17 +1,19 @@
 //! Control execs: short `sh -c` scripts the runner itself runs inside the
-//! container, for the kill protocol and the OOM check.
+//! container through the engine, for the kill protocol's fallback (when
+//! the supervisor could not finish a kill) and the OOM check of a remote
+//! engine.
 //!
-//! The kill protocol. Commands run as `user`; the idle processes (the
-//! container's main process, under Docker's init) run as root without
-//! capabilities. A control exec as `user` running `kill -9 -1` signals every
+//! The kill protocol. Commands run as `user`; the supervisor (PID 1) runs
+//! as a uid of its own. A control exec as `user` running `kill -9 -1` signals every
 //! process of that uid in the container except itself; the kernel walks the
 //! process list under a lock, so a fork bomb cannot slip new children past
 //! it, and `setsid`, `nohup` and `trap '' TERM` do not help against SIGKILL.
-//! Init (PID 1) and the root-owned idle processes survive because signalling
-//! another uid needs CAP_KILL, which nothing in the container has, so the
+//! The supervisor survives because signalling another uid needs CAP_KILL,
+//! which no command process has, and it is PID 1 of its namespace, so the
 //! same container serves the next command. When commands run as root (a
-//! loosening), that shield is gone, so we instead kill every pid except
-//! init, the idle processes and the killer, repeating until none is left.
+//! loosening), the control exec has the sandbox's CAP_KILL, so we instead
+//! kill every pid except PID 1 and the killer, repeating until none is
+//! left.
 //!
 //! A kill counts only once verified: the script walks /proc until no live
 //! process of the command is left and says so (`launch::KILL`). An exec
@@ -119,35 +121,6 @@ pub async fn wait_exit(
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(100));
     }
-}
-
-/// Pids of the idle processes (the container's main process and, when the
-/// image has `timeout`, its child), needed only when commands run as root:
-/// every process but init and this probe, once the main process has
-/// started its child.
-pub async fn find_idle_pids(docker: &Docker, id: &str) -> Result<Vec<u32>, ExecError> {
-    let script = r#"want=1
-command -v timeout >/dev/null 2>&1 && want=2
-i=0
-while :; do
-  ids=
-  c=0
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    case "$p" in 1|$$) continue ;; esac
-    ids="$ids $p"
-    c=$((c+1))
-  done
-  if [ "$c" -ge "$want" ] || [ "$i" -ge 100 ]; then echo "$ids"; exit 0; fi
-  i=$((i+1))
-  sleep 0.02 2>/dev/null || sleep 1
-done"#;
-    let out = control(docker, id, "0:0", script, &[]).await?;
-    Ok(out
-        .stdout
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect())
 }
 
 /// Extra pids lent to the container per attempt when a fork bomb has used

@@ -53,3 +53,28 @@ fn shell_prefers_bash_then_sh_then_bin_sh() {
     assert_eq!(find_shell(Some(path)), dir.path().join("bash"));
     assert_eq!(find_shell(None), PathBuf::from("/bin/sh"));
 }
+
+#[tokio::test]
+async fn a_persistent_shell_without_bash_is_refused_at_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink("/bin/sh", bin.join("sh")).unwrap();
+    let spec = |shell| SandboxSpec {
+        workdir: Some(dir.path().display().to_string()),
+        env: vec![("PATH".into(), bin.display().to_string())],
+        shell,
+        ..SandboxSpec::new("local", "test")
+    };
+    let err = LocalBackend
+        .start(spec(ShellMode::Persistent))
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, ExecError::ShellUnavailable { .. }), "{err}");
+    assert!(err.is_fatal());
+    assert!(err.hint().unwrap().contains("--shell fresh"));
+    // A fresh shell runs with sh.
+    let ex = LocalBackend.start(spec(ShellMode::Fresh)).await.unwrap();
+    ex.restart_shell().await.unwrap();
+}

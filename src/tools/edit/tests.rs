@@ -24,6 +24,7 @@ impl Fixture {
             workdir: dir.path().to_path_buf(),
             env: Vec::new(),
             keep_background: false,
+            shell: crate::exec::shell::ShellMode::Fresh,
         });
         Fixture {
             tool: EditTool::new(Arc::new(exec)),
