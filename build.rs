@@ -20,7 +20,14 @@ fn main() {
     let target_dir = root.join("target").join("supervisor");
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
-        .args(["build", "--offline", "--locked", "--release", "-p", "runner-supervisor"])
+        .args([
+            "build",
+            "--offline",
+            "--locked",
+            "--release",
+            "-p",
+            "runner-supervisor",
+        ])
         .args(["--bin", "runner-supervisor", "--target", &target])
         .arg("--target-dir")
         .arg(&target_dir)

@@ -32,7 +32,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::backend::{Backend, Capabilities, ImageSource, Network, SandboxSpec, Seeded};
 use super::capture::Capture;
-use super::shell::{MAX_STATE_BYTES, STATE_END, STATE_FD, ShellMode, ShellSession, StateError};
+use super::shell::{MAX_STATE_BYTES, STATE_END, STATE_FD, ShellMode, ShellSession};
 use super::{ExecError, ExecOutput, ExecRequest, Executor, background_killed_note};
 use crate::redact::Redactor;
 
@@ -548,26 +548,10 @@ async fn read_state(state: &mut Option<StatePump>) -> Result<(), ExecError> {
     }
 }
 
-/// Takes the dump of a command that exited as the session's state; the
-/// note for the model when one arrived but was refused. Nothing at all
-/// (the command `exec`ed another program or closed the descriptor) keeps
-/// the old state in silence.
+/// Takes the dump of a command that exited as the session's state (see
+/// [`ShellSession::save`]).
 fn save_state(session: &ShellSession, state: &StatePump) -> Option<String> {
-    let result = if state.overflow {
-        Err(StateError::TooLarge)
-    } else if state.data.is_empty() {
-        tracing::debug!("no shell state arrived; the previous one stays");
-        return None;
-    } else {
-        session.finish(&state.data)
-    };
-    result.err().map(|e| {
-        tracing::warn!(error = %e, "shell state refused");
-        format!(
-            "[runner: {e}, so it was not saved: the next command starts from the directory \
-             and variables before this one]"
-        )
-    })
+    session.save(Some(&state.data), state.overflow)
 }
 
 /// Why the main phase of a command ended.

@@ -8,8 +8,8 @@ pub mod disk;
 pub mod docker;
 pub mod liveness;
 pub mod local;
-pub mod supervisor;
 pub mod shell;
+pub mod supervisor;
 pub mod tree;
 
 use std::time::Duration;

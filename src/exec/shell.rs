@@ -275,6 +275,29 @@ impl ShellSession {
         Ok(())
     }
 
+    /// Takes what a command that exited wrote on [`STATE_FD`] (`None`:
+    /// nothing came; `overflow`: more than [`MAX_STATE_BYTES`]); the note
+    /// for the model when a state came but was refused. Nothing at all (the
+    /// command `exec`ed another program or closed the descriptor) keeps
+    /// the old state in silence.
+    pub fn save(&self, dump: Option<&[u8]>, overflow: bool) -> Option<String> {
+        let result = match dump {
+            _ if overflow => Err(StateError::TooLarge),
+            None | Some([]) => {
+                tracing::debug!("no shell state arrived; the previous one stays");
+                return None;
+            }
+            Some(d) => self.finish(d),
+        };
+        result.err().map(|e| {
+            tracing::warn!(error = %e, "shell state refused");
+            format!(
+                "[runner: {e}, so it was not saved: the next command starts from the directory \
+                 and variables before this one]"
+            )
+        })
+    }
+
     /// Back to the initial state: the first directory, the backend's
     /// environment.
     pub fn restart(&self) {

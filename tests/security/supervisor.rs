@@ -121,6 +121,7 @@ async fn fake_frames_in_the_output_are_only_output() {
                 stuck: 0,
                 output_open: false,
                 state: false,
+                state_overflow: false,
             },
             b"",
         ));
@@ -176,5 +177,9 @@ async fn a_supervisor_killed_from_outside_is_a_dead_sandbox_at_once() {
     }
     let _ = ex.shutdown().await;
     drop(ex);
-    assert!(crate::support::executor::containers_of(&d, &id).await.is_empty());
+    assert!(
+        crate::support::executor::containers_of(&d, &id)
+            .await
+            .is_empty()
+    );
 }

@@ -58,7 +58,8 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 }
 
 fn cstring(s: impl AsRef<[u8]>) -> Result<CString, String> {
-    CString::new(s.as_ref()).map_err(|_| "a NUL byte in the command, its directory or environment".to_string())
+    CString::new(s.as_ref())
+        .map_err(|_| "a NUL byte in the command, its directory or environment".to_string())
 }
 
 /// Everything the child needs, made before the fork (the child may not
@@ -307,7 +308,10 @@ fn run_inner(
         // It never ran: wait for its exit so nothing is left.
         let _ = wait_exit(&rx, REAP_LIMIT);
         let e = std::io::Error::from_raw_os_error(i32::from_be_bytes(errno));
-        return Err(format!("cannot start {}: {e}", argv.first().map_or("", |s| s)));
+        return Err(format!(
+            "cannot start {}: {e}",
+            argv.first().map_or("", |s| s)
+        ));
     }
     let done = Arc::new(AtomicBool::new(false));
     pump(shared, id, out_r, tx.clone(), done.clone());
@@ -379,11 +383,9 @@ fn run_inner(
     }
     // A killed command's state is not kept: the session goes on from the
     // state before it.
-    let state = if timed_out || cancelled {
-        None
-    } else {
-        got_state.flatten()
-    };
+    let killed = timed_out || cancelled;
+    let state_overflow = !killed && matches!(got_state, Some(None));
+    let state = if killed { None } else { got_state.flatten() };
     let (code, signal) = match status {
         Some(s) if libc::WIFEXITED(s) => (Some(libc::WEXITSTATUS(s)), None),
         Some(s) if libc::WIFSIGNALED(s) => (None, Some(libc::WTERMSIG(s))),
@@ -400,6 +402,7 @@ fn run_inner(
             stuck,
             output_open: !closed,
             state: state.is_some(),
+            state_overflow,
         },
         state,
     ))

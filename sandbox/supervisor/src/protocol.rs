@@ -47,16 +47,29 @@ pub enum Request {
         state_bytes: Option<u64>,
     },
     /// Kills the command `id` with everything of the sandbox user.
-    Kill { id: u64 },
+    Kill {
+        id: u64,
+    },
     /// Reads a regular file as the sandbox user (links refused), at most
     /// `max_bytes`; the content comes as [`Reply::Data`] frames.
-    ReadFile { id: u64, path: String, max_bytes: u64 },
+    ReadFile {
+        id: u64,
+        path: String,
+        max_bytes: u64,
+    },
     /// Writes the payload as the file `path` (parents made) as the sandbox
     /// user; a link at `path` is refused.
-    WriteFile { id: u64, path: String },
+    WriteFile {
+        id: u64,
+        path: String,
+    },
     /// Kills every process of the sandbox user (a shell restart).
-    KillAll { id: u64 },
-    Ping { id: u64 },
+    KillAll {
+        id: u64,
+    },
+    Ping {
+        id: u64,
+    },
     /// Outlive the stream: after runner is gone, stay until the expiry.
     Keep,
 }
@@ -72,7 +85,9 @@ pub enum Reply {
         bash: Option<String>,
     },
     /// Bytes the command wrote (payload).
-    Output { id: u64 },
+    Output {
+        id: u64,
+    },
     /// The command ended; the payload is its state (see
     /// [`Request::Exec::state_bytes`]) when it wrote one within bounds.
     Exit {
@@ -90,18 +105,33 @@ pub enum Reply {
         output_open: bool,
         /// Whether a state came (the payload, possibly empty).
         state: bool,
+        /// The command wrote more state than allowed (none is sent).
+        state_overflow: bool,
     },
     /// File content (payload), in order; [`Reply::Done`] follows.
-    Data { id: u64 },
+    Data {
+        id: u64,
+    },
     /// The request `id` succeeded; `bytes` says how much was read or
     /// written.
-    Done { id: u64, bytes: u64 },
+    Done {
+        id: u64,
+        bytes: u64,
+    },
     /// The request `id` failed; `kind` is one of "not_found", "too_big",
     /// "refused", "io", "spawn", "busy", "protocol".
-    Error { id: u64, kind: String, message: String },
-    Pong { id: u64 },
+    Error {
+        id: u64,
+        kind: String,
+        message: String,
+    },
+    Pong {
+        id: u64,
+    },
     /// A request that could not be read (runner's bug).
-    Malformed { message: String },
+    Malformed {
+        message: String,
+    },
 }
 
 /// A frame that could not be read.

@@ -100,6 +100,8 @@ pub struct DockerConfig {
     /// verifier takes SETUID and SETGID so its tests can run the agent's
     /// code as an unprivileged user.
     pub cap_add: Vec<String>,
+    /// What commands inherit from the calls before (see `exec::shell`).
+    pub shell: crate::exec::shell::ShellMode,
     /// Copy mode only: start the volume empty instead of filled with the
     /// image's /workspace, so the container sees exactly the uploaded tree
     /// (a verifier must not see files the agent deleted come back).
@@ -144,6 +146,7 @@ impl Default for DockerConfig {
             disk_bytes: Some(DEFAULT_DISK_BYTES),
             workdir: CONTAINER_WORKDIR.to_string(),
             cap_add: Vec::new(),
+            shell: crate::exec::shell::ShellMode::Fresh,
             volume_no_copy: false,
             env: Vec::new(),
             redactor: Redactor::default(),

@@ -12,8 +12,7 @@ use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOp
 
 use super::client::{CALL_TIMEOUT, call, short, status_of};
 use super::config::{
-    DEFAULT_HOME_SIZE_BYTES, DEFAULT_RUN_SIZE_BYTES, DockerConfig, EXPIRY_MARGIN_SECS,
-    SANDBOX_HOME,
+    DEFAULT_HOME_SIZE_BYTES, DEFAULT_RUN_SIZE_BYTES, DockerConfig, EXPIRY_MARGIN_SECS, SANDBOX_HOME,
 };
 use super::engine::Kernel;
 use super::lifeline::{Ending, Lifeline};
@@ -129,13 +128,47 @@ const SUPERVISOR_CAPS: [&str; 4] = ["KILL", "SETUID", "SETGID", "SETPCAP"];
 /// The number of a capability, by its Docker name (without `CAP_`).
 fn cap_number(name: &str) -> Option<u32> {
     const NAMES: [&str; 41] = [
-        "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID",
-        "SETUID", "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST",
-        "NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO",
-        "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE",
-        "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE",
-        "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM",
-        "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "DAC_READ_SEARCH",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "SETGID",
+        "SETUID",
+        "SETPCAP",
+        "LINUX_IMMUTABLE",
+        "NET_BIND_SERVICE",
+        "NET_BROADCAST",
+        "NET_ADMIN",
+        "NET_RAW",
+        "IPC_LOCK",
+        "IPC_OWNER",
+        "SYS_MODULE",
+        "SYS_RAWIO",
+        "SYS_CHROOT",
+        "SYS_PTRACE",
+        "SYS_PACCT",
+        "SYS_ADMIN",
+        "SYS_BOOT",
+        "SYS_NICE",
+        "SYS_RESOURCE",
+        "SYS_TIME",
+        "SYS_TTY_CONFIG",
+        "MKNOD",
+        "LEASE",
+        "AUDIT_WRITE",
+        "AUDIT_CONTROL",
+        "SETFCAP",
+        "MAC_OVERRIDE",
+        "MAC_ADMIN",
+        "SYSLOG",
+        "WAKE_ALARM",
+        "BLOCK_SUSPEND",
+        "AUDIT_READ",
+        "PERFMON",
+        "BPF",
+        "CHECKPOINT_RESTORE",
     ];
     let n = name.trim_start_matches("CAP_");
     NAMES
@@ -531,7 +564,13 @@ mod tests {
             ],
             ..Default::default()
         };
-        let body = spec(&cfg, (1234, 5678), &WorkspaceMount::None, Kernel::Host, "/sup");
+        let body = spec(
+            &cfg,
+            (1234, 5678),
+            &WorkspaceMount::None,
+            Kernel::Host,
+            "/sup",
+        );
         let env = body.env.unwrap_or_default();
         assert_eq!(env, [format!("HOME={SANDBOX_HOME}")]);
         let tmpfs = body.host_config.and_then(|h| h.tmpfs).unwrap_or_default();

@@ -21,14 +21,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bollard::Docker;
-use bollard::query_parameters::{AttachContainerOptionsBuilder, EventsOptionsBuilder};
 use bollard::container::LogOutput;
+use bollard::query_parameters::{AttachContainerOptionsBuilder, EventsOptionsBuilder};
 use futures::StreamExt;
 
 use super::client::{CALL_TIMEOUT, call, short};
 use crate::exec::ExecError;
 use crate::exec::supervisor::{Chunk, Request, Supervisor};
-
 
 /// How the container ended, as far as the engine said.
 #[derive(Debug, Default, Clone, PartialEq)]

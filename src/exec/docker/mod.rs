@@ -48,12 +48,13 @@ pub use seed::seed_workspace;
 pub use workspace::recover_disks;
 
 use super::{ExecError, ExecOutput, ExecRequest, Executor};
+use crate::exec::shell::{ShellMode, ShellSession};
+use crate::exec::supervisor::binary as supervisor_binary;
+use crate::exec::supervisor::{READY_LIMIT, run as sup_run};
 use crate::redact::Redactor;
 use client::{CALL_TIMEOUT, call, short};
 use config::{numeric_user, user_is_root};
 use container::WorkspaceMount;
-use crate::exec::supervisor::binary as supervisor_binary;
-use crate::exec::supervisor::{READY_LIMIT, run as sup_run};
 use lifeline::Lifeline;
 use oom::OomCounter;
 use workspace::{Workspace, finish_disk, prepare_bind};
@@ -66,15 +67,15 @@ const MAX_FRAMED_WRITE: usize = 1 << 20;
 fn file_error(what: &str, path: &str, max: u64, kind: &str, message: &str) -> ExecError {
     match kind {
         // A link is not followed: to the reader it is no file at all.
-        "not_found" | "refused" if what == "read" => ExecError::Refused(format!(
-            "cannot read '{path}' in the sandbox: no such file"
-        )),
+        "not_found" | "refused" if what == "read" => {
+            ExecError::Refused(format!("cannot read '{path}' in the sandbox: no such file"))
+        }
         "too_big" => ExecError::Refused(format!(
             "cannot {what} '{path}' in the sandbox: larger than {max} bytes"
         )),
-        "not_found" | "refused" => ExecError::Refused(format!(
-            "cannot {what} '{path}' in the sandbox: {message}"
-        )),
+        "not_found" | "refused" => {
+            ExecError::Refused(format!("cannot {what} '{path}' in the sandbox: {message}"))
+        }
         _ => ExecError::Workspace(format!("cannot {what} '{path}' in the sandbox: {message}")),
     }
 }
@@ -89,6 +90,8 @@ pub struct DockerExecutor {
     user: String,
     /// Where bash is in the sandbox (`None`: commands run with `sh -c`).
     bash: Option<String>,
+    /// The persistent shell's state; `None` with `--shell fresh`.
+    session: Option<ShellSession>,
     workdir: String,
     memory_bytes: i64,
     pids_limit: i64,
@@ -237,6 +240,8 @@ impl DockerExecutor {
             id,
             user,
             bash: None,
+            session: (cfg.shell == ShellMode::Persistent)
+                .then(|| ShellSession::new(cfg.workdir.clone())),
             workdir: cfg.workdir.clone(),
             memory_bytes: cfg.memory_bytes,
             // The container's own limit, which the kill protocol raises
@@ -271,7 +276,15 @@ impl DockerExecutor {
     async fn init(&mut self, engine: &EngineInfo) -> Result<(), ExecError> {
         *self.oom_seen.get_mut() = Some(0);
         match self.lifeline.supervisor.ready(READY_LIMIT).await {
-            Ok(hello) => self.bash = hello.bash,
+            Ok(hello) => {
+                self.bash = hello.bash;
+                if self.session.is_some() && self.bash.is_none() {
+                    return Err(ExecError::ShellUnavailable {
+                        place: "the image",
+                        detail: "it has no bash on its PATH".into(),
+                    });
+                }
+            }
             Err(e) => {
                 let words = self.lifeline.supervisor.last_words();
                 let why = container::death_reason(&self.docker, &self.id, Some(&self.lifeline))
@@ -281,7 +294,11 @@ impl DockerExecutor {
                 return Err(ExecError::SandboxDied {
                     detail: format!(
                         "its supervisor did not start: {e}{}{}",
-                        if words.is_empty() { String::new() } else { format!(" ({words})") },
+                        if words.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({words})")
+                        },
                         why.map(|w| format!("; {w}")).unwrap_or_default()
                     ),
                 });
@@ -413,6 +430,7 @@ impl Executor for DockerExecutor {
             id: &self.id,
             user: &self.user,
             bash: self.bash.as_deref(),
+            session: self.session.as_ref(),
             memory_bytes: self.memory_bytes,
             pids_limit: self.pids_limit,
             nproc: self.nproc,
@@ -432,6 +450,21 @@ impl Executor for DockerExecutor {
 
     fn loosenings(&self) -> Vec<String> {
         self.loosenings.clone()
+    }
+
+    async fn restart_shell(&self) -> Result<(), ExecError> {
+        let Some(session) = &self.session else {
+            return Ok(());
+        };
+        // One at a time with commands, like a command.
+        let _one = self.oom_seen.lock().await;
+        session.restart();
+        // What the old shell left running goes with it.
+        match sup_run::kill_all(&self.lifeline.supervisor).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(stuck)) => Err(ExecError::Unrecoverable { detail: stuck }),
+            Err(e) => Err(self.died(e).await),
+        }
     }
 
     fn sandbox_security(&self) -> Option<serde_json::Value> {

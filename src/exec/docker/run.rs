@@ -15,6 +15,7 @@ use super::kill::kill_command_processes;
 use super::lifeline::Lifeline;
 use super::oom::OomCounter;
 use crate::exec::capture::Capture;
+use crate::exec::shell::{MAX_STATE_BYTES, ShellSession};
 use crate::exec::supervisor::StreamError;
 use crate::exec::supervisor::run::{self as sup_run, Job, RunError};
 use crate::exec::{ExecError, ExecOutput, ExecRequest, background_killed_note};
@@ -27,6 +28,8 @@ pub struct Target<'a> {
     pub user: &'a str,
     /// Where bash is in the sandbox; `None`: `sh`.
     pub bash: Option<&'a str>,
+    /// The persistent shell, when commands keep their state.
+    pub session: Option<&'a ShellSession>,
     pub memory_bytes: i64,
     pub pids_limit: i64,
     /// RLIMIT_NPROC each command gets (gVisor).
@@ -92,14 +95,30 @@ pub async fn run(
     // between commands is then not blamed on this one.
     let oom_before = t.oom.peek().or(*oom_seen);
     let shell = t.bash.unwrap_or("sh");
+    let mut env = pairs(t.env);
+    let (argv, cwd, state_bytes) = match t.session {
+        Some(session) => {
+            let mut p = session.prepare(&req.command);
+            if let Some(first) = p.argv.first_mut() {
+                *first = shell.to_string();
+            }
+            env.extend(p.env);
+            (p.argv, p.cwd, u64::try_from(MAX_STATE_BYTES).ok())
+        }
+        None => (
+            vec![shell.to_string(), "-c".into(), req.command.clone()],
+            t.workdir.to_string(),
+            None,
+        ),
+    };
     let job = Job {
-        argv: vec![shell.to_string(), "-c".into(), req.command.clone()],
-        cwd: t.workdir.to_string(),
-        env: pairs(t.env),
+        argv,
+        cwd,
+        env,
         timeout: req.timeout,
         keep_background: t.keep_background,
         nproc: t.nproc.and_then(|n| u64::try_from(n).ok()),
-        state_bytes: None,
+        state_bytes,
     };
     let mut tee_err: Option<std::io::Error> = None;
     let sink = |b: &[u8]| {
@@ -118,8 +137,7 @@ pub async fn run(
         Err(e @ RunError::NoAnswer(_)) => {
             // The supervisor is alive but silent: the engine kills, and
             // the sandbox is not trusted with another command either way.
-            let killed =
-                kill_command_processes(t.docker, t.id, t.user, &[], t.pids_limit).await;
+            let killed = kill_command_processes(t.docker, t.id, t.user, &[], t.pids_limit).await;
             return Err(ExecError::Unrecoverable {
                 detail: format!(
                     "{e} (container {}); {}",
@@ -136,6 +154,13 @@ pub async fn run(
         return Err(ExecError::Io(e));
     }
     let mut notes = Vec::new();
+    if let Some(session) = t.session
+        && !ended.timed_out
+        && !ended.cancelled
+        && let Some(note) = session.save(ended.state.as_deref(), ended.state_overflow)
+    {
+        notes.push(note);
+    }
     if ended.stuck > 0 {
         // SIGKILL did not end them inside: the engine's turn, or the
         // sandbox is given up.

@@ -23,8 +23,8 @@ use futures::{Stream, StreamExt};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-pub use runner_supervisor::protocol::{Reply, Request};
 use runner_supervisor::protocol::{Decoder, VERSION, encode};
+pub use runner_supervisor::protocol::{Reply, Request};
 
 /// How long the supervisor may take to say it is ready after the sandbox
 /// starts.
@@ -174,11 +174,7 @@ impl Supervisor {
 
     /// Waits (once) for the supervisor's greeting.
     pub async fn ready(&self, limit: Duration) -> Result<Hello, StreamError> {
-        let rx = self
-            .hello
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let rx = self.hello.lock().unwrap_or_else(|e| e.into_inner()).take();
         let Some(rx) = rx else {
             return Err(StreamError::Malformed("a second greeting request".into()));
         };
@@ -338,7 +334,11 @@ async fn read(
                     let last = is_last(&other);
                     let tx = {
                         let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
-                        if last { p.remove(&id) } else { p.get(&id).cloned() }
+                        if last {
+                            p.remove(&id)
+                        } else {
+                            p.get(&id).cloned()
+                        }
                     };
                     // A reply nobody waits for (a request given up) is dropped.
                     if let Some(tx) = tx {

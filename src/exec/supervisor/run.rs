@@ -38,6 +38,7 @@ pub struct Ended {
     pub stuck: u32,
     pub output_open: bool,
     pub state: Option<Vec<u8>>,
+    pub state_overflow: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -92,7 +93,7 @@ pub async fn run(
             }
             r = replies.next() => match r? {
                 (Reply::Output { .. }, bytes) => sink(&bytes),
-                (Reply::Exit { code, signal, timed_out, cancelled, leftovers, stuck, output_open, state, .. }, payload) => {
+                (Reply::Exit { code, signal, timed_out, cancelled, leftovers, stuck, output_open, state, state_overflow, .. }, payload) => {
                     return Ok(Ended {
                         code: code.or(signal.map(|s| s.saturating_add(128))),
                         timed_out: timed_out || (kill_sent && !cancel.is_cancelled()),
@@ -101,6 +102,7 @@ pub async fn run(
                         stuck,
                         output_open,
                         state: state.then_some(payload),
+                        state_overflow,
                     });
                 }
                 (Reply::Error { message, .. }, _) => return Err(RunError::Spawn(message)),
