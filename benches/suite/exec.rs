@@ -111,8 +111,9 @@ pub async fn b1(plan: &Plan, peer: &str) -> Result<Vec<Row>, String> {
     ));
     let local_row = Row::new("B1", "bash -c true (local, no sandbox)", "ms", &local);
     let runner_row = Row::new("B1", "runner docker executor", "ms", &runner).versus(&cli_row);
-    let met = runner_row.ratio.is_some_and(|r| r <= 0.5);
-    let runner_row = runner_row.target("<= 0.5x CLI", met).note(format!(
+    // Issue 10: below SWE-ReX's in-container execute (about 5 ms here).
+    let met = runner.median() <= 3.0 && runner_row.ratio.is_some_and(|r| r <= 0.06);
+    let runner_row = runner_row.target("median <= 3 ms; <= 0.06x CLI", met).note(format!(
         "runner CPU {:.2} ms/call; engine CPU {:.1} ms/call; {:.1}x local",
         own_cpu / n,
         daemon_runner / n,
@@ -168,8 +169,8 @@ pub async fn b2(plan: &Plan) -> Result<Vec<Row>, String> {
     let n = runner.0.len() as f64;
     let cli_row = Row::new("B2", "docker run --rm --network none IMG true", "ms", &cli);
     let row = Row::new("B2", "runner docker executor", "ms", &runner).versus(&cli_row);
-    let met = row.ratio.is_some_and(|r| r <= 1.0);
-    let row = row.target("<= 1.0x", met).note(format!(
+    let met = row.ratio.is_some_and(|r| r <= 0.7);
+    let row = row.target("<= 0.7x", met).note(format!(
         "phases (median): start {:.0} ms, first command {:.0} ms, remove {:.0} ms; runner CPU {:.1} ms/cycle",
         start.median(),
         first.median(),
@@ -237,9 +238,9 @@ async fn b6_rounds(plan: &Plan, ex: &DockerExecutor, peer: &str) -> Result<Vec<R
             cli_orphans / rounds.max(1),
             cli_orphans
         ));
-    let met = runner_orphans == 0 && runner.p95() <= 200.0;
+    let met = runner_orphans == 0 && runner.p95() <= 20.0;
     let row = Row::new("B6", "runner docker executor", "ms", &runner)
-        .target("0 orphans; p95 <= 200 ms", met)
+        .target("0 orphans; p95 <= 20 ms", met)
         .note(format!(
             "deadline to no process left; {runner_orphans} orphans in {rounds} calls"
         ));

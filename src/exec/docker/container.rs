@@ -8,7 +8,9 @@ use bollard::Docker;
 use bollard::models::{
     ContainerCreateBody, HostConfig, Mount, MountType, MountVolumeOptions, ResourcesUlimits,
 };
-use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+};
 
 use super::client::{CALL_TIMEOUT, call, short, status_of};
 use super::config::{
@@ -17,7 +19,9 @@ use super::config::{
 use super::engine::Kernel;
 use super::lifeline::{Ending, Lifeline};
 use crate::exec::ExecError;
-use crate::exec::supervisor::binary::IN_SANDBOX as SUPERVISOR_IN_SANDBOX;
+use crate::exec::supervisor::binary::{
+    DIR_IN_SANDBOX as SUPERVISOR_DIR, IN_SANDBOX as SUPERVISOR_IN_SANDBOX,
+};
 
 /// Label marking every object the runner creates.
 pub const LABEL_MANAGED: &str = "runner.managed-by";
@@ -204,7 +208,8 @@ fn supervisor_args(cfg: &DockerConfig, uid: u32, gid: u32) -> Vec<String> {
 }
 
 /// Builds the hardened container spec. The main process (PID 1) is the
-/// supervisor, mounted read-only from `supervisor` on the host: it starts
+/// supervisor, mounted read-only from `supervisor` on the host (or, with
+/// `None`, uploaded into a volume of its own before the start): it starts
 /// as root with [`SUPERVISOR_CAPS`] only, moves to a uid of its own and
 /// runs commands as `user` (numeric `uid:gid`) with no capabilities, so
 /// they can neither signal nor trace it; the kill protocol's fallback
@@ -215,7 +220,7 @@ pub fn spec(
     user: (u32, u32),
     mount: &WorkspaceMount<'_>,
     kernel: Kernel,
-    supervisor: &str,
+    supervisor: Option<&str>,
 ) -> ContainerCreateBody {
     let (uid, gid) = user;
     let mut tmpfs = HashMap::new();
@@ -259,12 +264,26 @@ pub fn spec(
             ..Default::default()
         }]),
     };
-    mounts.get_or_insert_with(Vec::new).push(Mount {
-        target: Some(SUPERVISOR_IN_SANDBOX.into()),
-        source: Some(supervisor.into()),
-        typ: Some(MountType::BIND),
-        read_only: Some(true),
-        ..Default::default()
+    mounts.get_or_insert_with(Vec::new).push(match supervisor {
+        // The host's copy, read-only.
+        Some(path) => Mount {
+            target: Some(SUPERVISOR_IN_SANDBOX.into()),
+            source: Some(path.into()),
+            typ: Some(MountType::BIND),
+            read_only: Some(true),
+            ..Default::default()
+        },
+        // A remote engine: an anonymous volume the binary is uploaded
+        // into before the start (`create_and_start`).
+        None => Mount {
+            target: Some(SUPERVISOR_DIR.into()),
+            typ: Some(MountType::VOLUME),
+            volume_options: Some(MountVolumeOptions {
+                labels: Some(labels(cfg)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
     });
     let ulimit = |name: &str, v: i64| ResourcesUlimits {
         name: Some(name.into()),
@@ -387,6 +406,7 @@ pub async fn create_and_start(
     docker: &Docker,
     name: &str,
     body: ContainerCreateBody,
+    upload: Option<(&str, &[u8])>,
 ) -> Result<(String, Lifeline), ExecError> {
     // Well before the creation: the daemon's clock may lag ours, and the
     // container filter leaves nothing older to replay anyway.
@@ -400,6 +420,20 @@ pub async fn create_and_start(
     )
     .await?;
     let id = created.id;
+    if let Some((dest, tar)) = upload {
+        let opts = UploadToContainerOptionsBuilder::new().path(dest).build();
+        let sent = call(
+            "upload the supervisor",
+            short(&id),
+            CALL_TIMEOUT,
+            docker.upload_to_container(&id, Some(opts), bollard::body_full(tar.to_vec().into())),
+        )
+        .await;
+        if let Err(e) = sent {
+            let _ = remove(docker, &id).await;
+            return Err(e);
+        }
+    }
     let lifeline = match Lifeline::attach(docker, &id, since).await {
         Ok(l) => l,
         Err(e) => {
@@ -590,7 +624,7 @@ mod tests {
             ..Default::default()
         };
         let limits = |kernel| {
-            let hc = spec(&cfg, (1000, 1000), &WorkspaceMount::None, kernel, "/sup")
+            let hc = spec(&cfg, (1000, 1000), &WorkspaceMount::None, kernel, Some("/sup"))
                 .host_config
                 .unwrap_or_default();
             let nproc = hc

@@ -191,13 +191,22 @@ impl DockerExecutor {
                  give --user as numbers, e.g. 1000:1000"
             )));
         };
-        let supervisor = supervisor_binary::installed().map_err(|e| {
-            ExecError::Workspace(format!(
-                "cannot install the sandbox supervisor on the host: {e}"
-            ))
-        })?;
-        let supervisor = supervisor.to_string_lossy().into_owned();
-        let mut body = container::spec(&cfg, ids, &mount, kernel, &supervisor);
+        // A local engine mounts the host's copy; a remote one gets it
+        // uploaded into the created container.
+        let (supervisor, upload) = if client::engine_is_local() {
+            let path = supervisor_binary::installed().map_err(|e| {
+                ExecError::Workspace(format!(
+                    "cannot install the sandbox supervisor on the host: {e}"
+                ))
+            })?;
+            (Some(path.to_string_lossy().into_owned()), None)
+        } else {
+            (None, Some(supervisor_binary::archive()?))
+        };
+        let upload = upload
+            .as_deref()
+            .map(|tar| (supervisor_binary::DIR_IN_SANDBOX, tar));
+        let mut body = container::spec(&cfg, ids, &mount, kernel, supervisor.as_deref());
         let bound_root = cfg.writable_rootfs && cfg.disk_bytes.is_some();
         if let (true, Some(size), Some(hc)) =
             (bound_root, cfg.disk_bytes, body.host_config.as_mut())
@@ -209,7 +218,7 @@ impl DockerExecutor {
                 size.to_string(),
             )]));
         }
-        let mut created = container::create_and_start(&docker, &name, body.clone()).await;
+        let mut created = container::create_and_start(&docker, &name, body.clone(), upload).await;
         if bound_root && matches!(&created, Err(e) if e.to_string().contains("storage-opt")) {
             if let Some(hc) = body.host_config.as_mut() {
                 hc.storage_opt = None;
@@ -219,7 +228,7 @@ impl DockerExecutor {
                  this engine's storage driver has no quotas"
                     .to_string(),
             );
-            created = container::create_and_start(&docker, &name, body).await;
+            created = container::create_and_start(&docker, &name, body, upload).await;
         }
         let (id, lifeline) = match created {
             Ok(c) => c,

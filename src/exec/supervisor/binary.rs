@@ -10,30 +10,88 @@ use std::path::PathBuf;
 pub const SUPERVISOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/runner-supervisor"));
 /// A hash of [`SUPERVISOR`], which names its installed copy.
 const HASH: &str = env!("RUNNER_SUPERVISOR_HASH");
+/// The directory sandboxes see it in.
+pub const DIR_IN_SANDBOX: &str = "/.runner";
 /// Where sandboxes see it.
-pub const IN_SANDBOX: &str = "/.runner-supervisor";
+pub const IN_SANDBOX: &str = "/.runner/supervisor";
+/// Its file name in [`DIR_IN_SANDBOX`].
+pub const FILE_NAME: &str = "supervisor";
 
-/// Where the installed copies live: a directory of runner's own, 0700,
-/// under the user's cache (`$XDG_CACHE_HOME/runner`, `~/.cache/runner`).
-fn dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("RUNNER_CACHE_DIR") {
-        return PathBuf::from(d);
+/// Where the installed copies may live, best first: a directory of
+/// runner's own under the user's cache (`$XDG_CACHE_HOME/runner`,
+/// `~/.cache/runner`), else one in the temporary directory named for the
+/// uid, used only when it is ours and no one else may write it.
+fn dirs() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        out.push(PathBuf::from(d).join("runner"));
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("runner")
+    if let Some(h) = std::env::var_os("HOME") {
+        out.push(PathBuf::from(h).join(".cache").join("runner"));
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    out.push(std::env::temp_dir().join(format!("runner-{uid}")));
+    out
+}
+
+/// Makes `dir` (0700) and checks that it is a directory of ours that no
+/// one else may write: what the sandbox runs as its main process comes
+/// from there.
+fn own_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let meta = std::fs::symlink_metadata(dir)?;
+    let mine = meta.uid() == nix::unistd::geteuid().as_raw();
+    if !meta.is_dir() || !mine || meta.mode() & 0o022 != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a directory of this user's that only it may write",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The host path of the installed supervisor, written (atomically, mode
 /// 0555) when this build's copy is not there yet.
 pub fn installed() -> std::io::Result<PathBuf> {
-    let dir = dir();
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)?;
+    let mut last = None;
+    for dir in dirs() {
+        match install_in(&dir) {
+            Ok(p) => return Ok(p),
+            Err(e) => {
+                tracing::debug!("cannot install the supervisor in {}: {e}", dir.display());
+                last = Some(std::io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", dir.display()),
+                ));
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no directory to install it in")))
+}
+
+/// The supervisor as a tar holding [`FILE_NAME`] (mode 0555, root's), for
+/// an engine that cannot see the host's files.
+pub fn archive() -> std::io::Result<Vec<u8>> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(u64::try_from(SUPERVISOR.len()).unwrap_or(u64::MAX));
+    header.set_mode(0o555);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_entry_type(tar::EntryType::Regular);
+    b.append_data(&mut header, FILE_NAME, SUPERVISOR)?;
+    b.into_inner()
+}
+
+fn install_in(dir: &std::path::Path) -> std::io::Result<PathBuf> {
+    own_dir(dir)?;
     let path = dir.join(format!("supervisor-{HASH}"));
     if let Ok(meta) = std::fs::symlink_metadata(&path)
         && meta.is_file()
