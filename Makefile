@@ -50,11 +50,11 @@ test-runsc: sandbox-image
 	RUNNER_TEST_RUNTIME=runsc $(CARGO) test --test cli -- --test-threads=2 docker::
 
 lint:
-	$(CARGO) fmt --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 fmt:
-	$(CARGO) fmt
+	$(CARGO) fmt --all
 
 ## The main job with no API key: the example suite graded with its reference solutions.
 demo: sandbox-full build

@@ -113,12 +113,14 @@ pub async fn b1(plan: &Plan, peer: &str) -> Result<Vec<Row>, String> {
     let runner_row = Row::new("B1", "runner docker executor", "ms", &runner).versus(&cli_row);
     // Issue 10: below SWE-ReX's in-container execute (about 5 ms here).
     let met = runner.median() <= 3.0 && runner_row.ratio.is_some_and(|r| r <= 0.06);
-    let runner_row = runner_row.target("median <= 3 ms; <= 0.06x CLI", met).note(format!(
-        "runner CPU {:.2} ms/call; engine CPU {:.1} ms/call; {:.1}x local",
-        own_cpu / n,
-        daemon_runner / n,
-        runner.median() / local.median()
-    ));
+    let runner_row = runner_row
+        .target("median <= 3 ms; <= 0.06x CLI", met)
+        .note(format!(
+            "runner CPU {:.2} ms/call; engine CPU {:.1} ms/call; {:.1}x local",
+            own_cpu / n,
+            daemon_runner / n,
+            runner.median() / local.median()
+        ));
     Ok(vec![runner_row, cli_row, local_row])
 }
 

@@ -185,8 +185,13 @@ pub fn b5(plan: &Plan, tmp: &Path, peer: &str) -> Result<Vec<Row>, String> {
         cli_rss_kib as f64 / 1024.0,
         cli_cpu.median()
     ));
-    let row = Row::new("B5", "runner: the command (tool_result duration)", "ms", &cmd_only)
-        .versus(&cli_row);
+    let row = Row::new(
+        "B5",
+        "runner: the command (tool_result duration)",
+        "ms",
+        &cmd_only,
+    )
+    .versus(&cli_row);
     // Throughput >= 1.5x the CLI's: at most 1/1.5 of its time.
     let fast = row.ratio.is_some_and(|r| r <= 1.0 / 1.5);
     let row = row

@@ -216,7 +216,7 @@ unsafe fn child(p: &Plan, null: i32, out: i32, state: Option<i32>, err: i32) -> 
 }
 
 /// Runs one [`Request::Exec`] and sends its output and exit.
-pub fn run(shared: &Arc<Shared>, req: Request) {
+pub fn run(shared: &Arc<Shared>, req: Request, feed: Option<std::sync::mpsc::Receiver<Vec<u8>>>) {
     let Request::Exec {
         id,
         argv,
@@ -226,6 +226,7 @@ pub fn run(shared: &Arc<Shared>, req: Request) {
         keep_background,
         nproc,
         state_bytes,
+        ..
     } = req
     else {
         return;
@@ -236,15 +237,22 @@ pub fn run(shared: &Arc<Shared>, req: Request) {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(id, tx.clone());
-    let r = run_inner(
-        shared,
+    let job = Job {
         id,
-        (&argv, &cwd, &env, nproc),
-        Duration::from_millis(timeout_ms),
+        argv: &argv,
+        cwd: &cwd,
+        env: &env,
+        nproc,
+        timeout: Duration::from_millis(timeout_ms),
         keep_background,
         state_bytes,
-        (tx, rx),
-    );
+    };
+    let r = run_inner(shared, &job, feed, (tx, rx));
+    shared
+        .stdin
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id);
     shared
         .running
         .lock()
@@ -256,21 +264,49 @@ pub fn run(shared: &Arc<Shared>, req: Request) {
     };
 }
 
-type Job<'a> = (&'a [String], &'a str, &'a [(String, String)], Option<u64>);
-
-fn run_inner(
-    shared: &Arc<Shared>,
+/// One [`Request::Exec`], unpacked.
+struct Job<'a> {
     id: u64,
-    (argv, cwd, env, nproc): Job<'_>,
+    argv: &'a [String],
+    cwd: &'a str,
+    env: &'a [(String, String)],
+    nproc: Option<u64>,
     timeout: Duration,
     keep_background: bool,
     state_bytes: Option<u64>,
+}
+
+fn run_inner(
+    shared: &Arc<Shared>,
+    job: &Job<'_>,
+    feed: Option<std::sync::mpsc::Receiver<Vec<u8>>>,
     (tx, rx): (Sender<Event>, Receiver<Event>),
 ) -> Result<(Reply, Option<Vec<u8>>), String> {
     let started = Instant::now();
+    let Job {
+        id,
+        argv,
+        cwd,
+        env,
+        nproc,
+        timeout,
+        keep_background,
+        state_bytes,
+    } = *job;
     let plan = plan(shared, argv, cwd, env, nproc)?;
     let io = |e: std::io::Error| e.to_string();
-    let null = std::fs::File::open("/dev/null").map_err(io)?;
+    // The command's stdin: /dev/null, or a pipe fed from the stream.
+    let (input, feed) = match feed {
+        Some(frx) => {
+            let (r, w) = pipe().map_err(io)?;
+            (r, Some((w, frx)))
+        }
+        None => (
+            OwnedFd::from(std::fs::File::open("/dev/null").map_err(io)?),
+            None,
+        ),
+    };
+    let null = input;
     let (out_r, out_w) = pipe().map_err(io)?;
     let state = match state_bytes {
         Some(_) => Some(pipe().map_err(io)?),
@@ -312,6 +348,20 @@ fn run_inner(
             "cannot start {}: {e}",
             argv.first().map_or("", |s| s)
         ));
+    }
+    if let Some((w, frx)) = feed {
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut w = std::fs::File::from(w);
+            let mut broken = false;
+            // Drains the feed even once the command stopped reading, so
+            // the request loop never waits on it.
+            while let Ok(chunk) = frx.recv() {
+                if !broken && w.write_all(&chunk).is_err() {
+                    broken = true;
+                }
+            }
+        });
     }
     let done = Arc::new(AtomicBool::new(false));
     pump(shared, id, out_r, tx.clone(), done.clone());

@@ -93,11 +93,20 @@ pub struct Shared {
     pub who: Identity,
     /// Kill switches of the running commands, by request id.
     pub running: Mutex<HashMap<u64, Sender<cmd::Event>>>,
+    /// The stdin feeds of the running commands that asked for one.
+    pub stdin: Mutex<HashMap<u64, std::sync::mpsc::SyncSender<Vec<u8>>>>,
     pub reaper: &'static procs::Reaper,
     pub bash: Option<String>,
 }
 
 fn main() {
+    // The file helpers, run by runner as commands (see `files`).
+    let args: Vec<String> = std::env::args().collect();
+    match (args.get(1).map(String::as_str), args.get(2), args.get(3)) {
+        (Some("--read-file"), Some(path), Some(max)) => files::read(path, max.parse().unwrap_or(0)),
+        (Some("--write-file"), Some(path), None) => files::write(path),
+        _ => {}
+    }
     let (uid, gid, expiry, caps) = parse_args();
     if uid == SUPERVISOR_UID {
         usage("the sandbox user must not be the supervisor's own uid");
@@ -119,6 +128,7 @@ fn main() {
             confined,
         },
         running: Mutex::new(HashMap::new()),
+        stdin: Mutex::new(HashMap::new()),
         reaper: procs::Reaper::start(),
         bash: cmd::find_in_path("bash", &std::env::var("PATH").unwrap_or_default()),
     });
@@ -150,7 +160,7 @@ fn main() {
         };
         decoder.feed(&buf[..n]);
         loop {
-            match decoder.next::<Request>() {
+            match decoder.next_frame::<Request>() {
                 Ok(Some((req, payload))) => handle(&shared, &keep, req, payload),
                 Ok(None) => break,
                 Err(e) => {
@@ -203,13 +213,42 @@ fn handle(
     payload: Vec<u8>,
 ) {
     match req {
-        Request::Exec { id, .. } => {
+        Request::Exec { id, stdin, .. } => {
+            // The feed exists before this returns: the stdin frames that
+            // follow the request are never lost to a thread not yet ready.
+            let feed = stdin.then(|| {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+                shared
+                    .stdin
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(id, tx);
+                rx
+            });
             let s = shared.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("exec-{id}"))
-                .spawn(move || cmd::run(&s, req));
+                .spawn(move || cmd::run(&s, req, feed));
             if spawned.is_err() {
                 let _ = shared.out.error(id, "spawn", "cannot start a thread");
+            }
+        }
+        Request::Stdin { id } => {
+            let mut feeds = shared.stdin.lock().unwrap_or_else(|e| e.into_inner());
+            if payload.is_empty() {
+                // Dropping the feed closes the pipe once it is written.
+                feeds.remove(&id);
+            } else if let Some(tx) = feeds.get(&id).cloned() {
+                drop(feeds);
+                // Blocks while the command does not read; its timeout
+                // (enforced on its own thread) ends that.
+                if tx.send(payload).is_err() {
+                    shared
+                        .stdin
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&id);
+                }
             }
         }
         Request::Kill { id } => {
@@ -241,18 +280,6 @@ fn handle(
                     b"",
                 )
             };
-        }
-        Request::ReadFile {
-            id,
-            path,
-            max_bytes,
-        } => {
-            let s = shared.clone();
-            std::thread::spawn(move || files::read(&s, id, &path, max_bytes));
-        }
-        Request::WriteFile { id, path } => {
-            let s = shared.clone();
-            std::thread::spawn(move || files::write(&s, id, &path, &payload));
         }
         Request::Ping { id } => {
             let _ = shared.out.send(&Reply::Pong { id }, b"");

@@ -20,6 +20,14 @@ pub const CHUNK: usize = 64 << 10;
 pub const MAX_HEADER: usize = 64 << 10;
 /// Largest frame accepted (header, payload and the header length).
 pub const MAX_FRAME: usize = 2 << 20;
+/// Exit codes of the supervisor's file helpers (`--read-file`,
+/// `--write-file`), which runner runs as commands.
+pub mod file_codes {
+    pub const NOT_FOUND: i32 = 66;
+    pub const TOO_BIG: i32 = 67;
+    pub const REFUSED: i32 = 68;
+    pub const IO: i32 = 69;
+}
 /// The uid (and gid) the supervisor runs as: never the sandbox user's, so
 /// commands cannot signal, trace or open it.
 pub const SUPERVISOR_UID: u32 = 65533;
@@ -45,23 +53,18 @@ pub enum Request {
         /// Give the command file descriptor 3, a pipe whose content (at
         /// most this many bytes) comes back in the [`Reply::Exit`] payload.
         state_bytes: Option<u64>,
+        /// stdin is a pipe fed by [`Request::Stdin`] frames, not
+        /// `/dev/null`.
+        stdin: bool,
+    },
+    /// Bytes for the stdin of the command `id` (payload); an empty payload
+    /// closes it.
+    Stdin {
+        id: u64,
     },
     /// Kills the command `id` with everything of the sandbox user.
     Kill {
         id: u64,
-    },
-    /// Reads a regular file as the sandbox user (links refused), at most
-    /// `max_bytes`; the content comes as [`Reply::Data`] frames.
-    ReadFile {
-        id: u64,
-        path: String,
-        max_bytes: u64,
-    },
-    /// Writes the payload as the file `path` (parents made) as the sandbox
-    /// user; a link at `path` is refused.
-    WriteFile {
-        id: u64,
-        path: String,
     },
     /// Kills every process of the sandbox user (a shell restart).
     KillAll {
@@ -108,18 +111,14 @@ pub enum Reply {
         /// The command wrote more state than allowed (none is sent).
         state_overflow: bool,
     },
-    /// File content (payload), in order; [`Reply::Done`] follows.
-    Data {
-        id: u64,
-    },
-    /// The request `id` succeeded; `bytes` says how much was read or
-    /// written.
+    /// The request `id` succeeded; `bytes` says how many processes a
+    /// [`Request::KillAll`] found.
     Done {
         id: u64,
         bytes: u64,
     },
-    /// The request `id` failed; `kind` is one of "not_found", "too_big",
-    /// "refused", "io", "spawn", "busy", "protocol".
+    /// The request `id` failed; `kind` is "spawn" (the command could not
+    /// start) or "stuck" (processes survived the kill).
     Error {
         id: u64,
         kind: String,
@@ -201,7 +200,7 @@ impl Decoder {
     /// The next whole frame: its header and payload. `Ok(None)` until one
     /// has arrived. After an error the stream cannot be trusted; stop
     /// reading it.
-    pub fn next<T: for<'de> Deserialize<'de>>(
+    pub fn next_frame<T: for<'de> Deserialize<'de>>(
         &mut self,
     ) -> Result<Option<(T, Vec<u8>)>, FrameError> {
         if self.buf.len() < 4 {
@@ -247,7 +246,7 @@ mod tests {
         let mut got = Vec::new();
         for byte in all {
             d.feed(&[byte]);
-            while let Some(f) = d.next::<Reply>().unwrap() {
+            while let Some(f) = d.next_frame::<Reply>().unwrap() {
                 got.push(f);
             }
         }
@@ -265,12 +264,12 @@ mod tests {
     fn oversized_and_inconsistent_frames_are_errors() {
         let mut d = Decoder::new();
         d.feed(&u32::MAX.to_be_bytes());
-        assert!(matches!(d.next::<Reply>(), Err(FrameError::TooLong(_))));
+        assert!(matches!(d.next_frame::<Reply>(), Err(FrameError::TooLong(_))));
         let mut d = Decoder::new();
         d.feed(&[0, 0, 0, 8, 0, 0, 0, 9, b'{', b'}', 0, 0]);
-        assert!(matches!(d.next::<Reply>(), Err(FrameError::BadHeader(_))));
+        assert!(matches!(d.next_frame::<Reply>(), Err(FrameError::BadHeader(_))));
         let mut d = Decoder::new();
         d.feed(&[0, 0, 0, 6, 0, 0, 0, 2, b'{', b'}']);
-        assert!(matches!(d.next::<Reply>(), Err(FrameError::BadHeader(_))));
+        assert!(matches!(d.next_frame::<Reply>(), Err(FrameError::BadHeader(_))));
     }
 }

@@ -603,7 +603,7 @@ mod tests {
             (1234, 5678),
             &WorkspaceMount::None,
             Kernel::Host,
-            "/sup",
+            Some("/sup"),
         );
         let env = body.env.unwrap_or_default();
         assert_eq!(env, [format!("HOME={SANDBOX_HOME}")]);
@@ -624,9 +624,15 @@ mod tests {
             ..Default::default()
         };
         let limits = |kernel| {
-            let hc = spec(&cfg, (1000, 1000), &WorkspaceMount::None, kernel, Some("/sup"))
-                .host_config
-                .unwrap_or_default();
+            let hc = spec(
+                &cfg,
+                (1000, 1000),
+                &WorkspaceMount::None,
+                kernel,
+                Some("/sup"),
+            )
+            .host_config
+            .unwrap_or_default();
             let nproc = hc
                 .ulimits
                 .unwrap_or_default()

@@ -1,23 +1,23 @@
-//! The files API of a docker sandbox. A directory travels as a tar stream
-//! on the stdin of an exec running `tar -x` inside the sandbox, as the
-//! sandbox's user: the engine's archive API cannot write into a read-only
-//! root or a tmpfs, and this way what arrives is owned by the user whose
+//! The directory half of a docker sandbox's files API (single files go
+//! through the supervisor's own requests, see `mod.rs`). A directory
+//! travels as a tar stream on the stdin of `tar -x`, or from the stdout
+//! of `tar -c`, run inside the sandbox as the sandbox's user through the
+//! supervisor: the engine's archive API cannot write into a read-only root
+//! or a tmpfs, and this way what arrives is owned by the user whose
 //! commands will read it. The tar is made on the host without following
-//! links (see `copy::add_dir`).
+//! links (see `copy::add_dir`), and what comes back is unpacked without
+//! following anything (`copy::extract_under`).
 
 use super::client::ENGINE;
 use std::path::Path;
 use std::time::Duration;
 
-use bollard::Docker;
-use bollard::exec::{CreateExecOptions, StartExecResults};
-use futures::StreamExt;
-use tokio::io::AsyncWriteExt;
+use tokio_util::sync::CancellationToken;
 
-use super::client::{short, start_exec};
 use super::copy;
-use super::kill::wait_exit;
 use crate::exec::ExecError;
+use crate::exec::supervisor::Supervisor;
+use crate::exec::supervisor::run::{self as sup_run, Job, RunError};
 
 /// Longest an upload may take, whatever its size.
 const UPLOAD_LIMIT: Duration = Duration::from_secs(300);
@@ -27,8 +27,7 @@ const ERROR_OUTPUT_MAX: usize = 4096;
 /// Makes `dest` in the container and extracts the content of the host
 /// directory `host` into it, as `user`.
 pub async fn upload_dir(
-    docker: &Docker,
-    id: &str,
+    sup: &Supervisor,
     user: &str,
     host: &Path,
     dest: &str,
@@ -42,190 +41,141 @@ pub async fn upload_dir(
     })
     .await
     .map_err(|e| ExecError::Spawn(format!("packing the upload: {e}")))??;
-    upload_tar(docker, id, user, data, dest).await
+    upload_tar(sup, data, dest).await
 }
 
 /// Makes `dest` in the container and extracts the tar `data` into it, as
-/// `user`.
-async fn upload_tar(
-    docker: &Docker,
-    id: &str,
-    user: &str,
-    data: Vec<u8>,
-    dest: &str,
-) -> Result<(), ExecError> {
-    let fut = async {
-        let (exec_id, started) = start_exec(
-            docker,
-            id,
-            CreateExecOptions {
-                cmd: Some(vec![
-                    "sh",
-                    "-c",
-                    "mkdir -p -- \"$1\" && exec tar -x -f - -C \"$1\"",
-                    "runner-upload",
-                    dest,
-                ]),
-                attach_stdin: Some(true),
-                attach_stdout: Some(true),
-                attach_stderr: Some(true),
-                user: Some(user),
-                ..Default::default()
-            },
-            ("create upload exec", "start upload exec"),
-        )
-        .await?;
-        let StartExecResults::Attached {
-            mut output,
-            mut input,
-        } = started
-        else {
-            return Err(ExecError::Engine {
-                engine: ENGINE,
-                op: "start upload exec",
-                detail: format!("{}: exec started detached", short(id)),
-            });
-        };
-        // Read while writing: tar's output must never back up the stream.
-        let reader = async {
-            let mut text = Vec::new();
-            while let Some(Ok(item)) = output.next().await {
-                let bytes = item.into_bytes();
-                let room = ERROR_OUTPUT_MAX.saturating_sub(text.len());
-                text.extend_from_slice(&bytes[..bytes.len().min(room)]);
-            }
-            text
-        };
-        let writer = async {
-            input.write_all(&data).await?;
-            input.shutdown().await
-        };
-        let (text, written) = tokio::join!(reader, writer);
-        let code = wait_exit(docker, &exec_id, id, Duration::from_secs(10)).await?;
-        if written.is_err() || code != Some(0) {
-            return Err(ExecError::Engine {
-                engine: ENGINE,
-                op: "upload files",
-                detail: format!(
-                    "{}: extracting into {dest} exited {code:?}: {}",
-                    short(id),
-                    String::from_utf8_lossy(&text).trim()
-                ),
-            });
-        }
-        Ok(())
-    };
-    match tokio::time::timeout(UPLOAD_LIMIT, fut).await {
-        Ok(r) => r,
-        Err(_) => Err(ExecError::EngineTimeout {
+/// the sandbox user (`tar -x` reading its stdin, through the supervisor).
+async fn upload_tar(sup: &Supervisor, data: Vec<u8>, dest: &str) -> Result<(), ExecError> {
+    let mut text = Vec::new();
+    let read = files_exec(
+        sup,
+        "mkdir -p -- \"$1\" && exec tar -x -f - -C \"$1\" 2>&1",
+        &[dest],
+        Some(data),
+        ERROR_OUTPUT_MAX as u64,
+        UPLOAD_LIMIT,
+        &mut |b| {
+            text.extend_from_slice(b);
+            Ok(())
+        },
+    )
+    .await?;
+    if read.exit_code != Some(0) {
+        return Err(ExecError::Engine {
             engine: ENGINE,
             op: "upload files",
-            secs: UPLOAD_LIMIT.as_secs(),
-        }),
+            detail: format!(
+                "extracting into {dest} exited {:?}: {}",
+                read.exit_code,
+                String::from_utf8_lossy(&text).trim()
+            ),
+        });
     }
+    Ok(())
 }
 
 /// Longest a download or a file read may take, whatever its size.
 const DOWNLOAD_LIMIT: Duration = Duration::from_secs(300);
 
-/// What a reading exec produced.
+/// What a files command produced.
 struct Read {
-    exit_code: Option<i64>,
+    exit_code: Option<i32>,
     /// More than the limit was sent (the rest was not kept).
     over: bool,
-    /// Its stderr, cut at [`ERROR_OUTPUT_MAX`].
-    stderr: Vec<u8>,
 }
 
-/// Runs `sh -c script runner ARGS...` as `user`, handing its stdout to
-/// `sink` up to `max_bytes` (the rest is drained, not kept).
-async fn read_exec(
-    docker: &Docker,
-    id: &str,
-    user: &str,
+/// Runs `sh -c script runner-files ARGS...` as the sandbox user through
+/// the supervisor, with `stdin` when given, handing its output to `sink`
+/// up to `max_bytes`; past that it is killed and the read refused.
+#[allow(clippy::too_many_arguments)]
+async fn files_exec(
+    sup: &Supervisor,
     script: &str,
     args: &[&str],
+    stdin: Option<Vec<u8>>,
     max_bytes: u64,
+    limit: Duration,
     sink: &mut (dyn FnMut(&[u8]) -> std::io::Result<()> + Send),
 ) -> Result<Read, ExecError> {
-    let mut cmd = vec!["sh", "-c", script, "runner-read"];
-    cmd.extend_from_slice(args);
-    let fut = async {
-        let (exec_id, started) = start_exec(
-            docker,
-            id,
-            CreateExecOptions {
-                cmd: Some(cmd),
-                attach_stdout: Some(true),
-                attach_stderr: Some(true),
-                user: Some(user),
-                ..Default::default()
-            },
-            ("create read exec", "start read exec"),
-        )
-        .await?;
-        let StartExecResults::Attached { mut output, .. } = started else {
-            return Err(ExecError::Engine {
-                engine: ENGINE,
-                op: "start read exec",
-                detail: format!("{}: exec started detached", short(id)),
-            });
-        };
-        let (mut seen, mut stderr) = (0u64, Vec::new());
-        while let Some(item) = output.next().await {
-            match item {
-                Ok(bollard::container::LogOutput::StdOut { message }) => {
-                    let room = max_bytes.saturating_sub(seen);
-                    let len = u64::try_from(message.len()).unwrap_or(u64::MAX);
-                    let keep = usize::try_from(room.min(len)).unwrap_or(usize::MAX);
-                    sink(&message[..keep.min(message.len())])?;
-                    seen = seen.saturating_add(len);
-                    if seen > max_bytes {
-                        // Refused: the rest is not worth reading.
-                        return Ok(Read {
-                            exit_code: None,
-                            over: true,
-                            stderr,
-                        });
-                    }
-                }
-                Ok(other) => {
-                    let bytes = other.into_bytes();
-                    let room = ERROR_OUTPUT_MAX.saturating_sub(stderr.len());
-                    stderr.extend_from_slice(&bytes[..bytes.len().min(room)]);
-                }
-                Err(e) => return Err(super::client::docker_err("read files", short(id), &e)),
-            }
-        }
-        let exit_code = wait_exit(docker, &exec_id, id, Duration::from_secs(10)).await?;
-        Ok(Read {
-            exit_code,
-            over: false,
-            stderr,
-        })
+    let mut argv = vec![
+        "sh".to_string(),
+        "-c".to_string(),
+        script.to_string(),
+        "runner-files".to_string(),
+    ];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let job = Job {
+        argv,
+        cwd: "/".into(),
+        env: Vec::new(),
+        timeout: limit,
+        keep_background: false,
+        nproc: None,
+        state_bytes: None,
+        stdin,
     };
-    match tokio::time::timeout(DOWNLOAD_LIMIT, fut).await {
-        Ok(r) => r,
-        Err(_) => Err(ExecError::EngineTimeout {
-            engine: ENGINE,
-            op: "read files",
-            secs: DOWNLOAD_LIMIT.as_secs(),
-        }),
+    let stop = CancellationToken::new();
+    let (mut seen, mut over) = (0u64, false);
+    let mut sink_err = None;
+    let ended = sup_run::run(
+        sup,
+        job,
+        |b| {
+            let len = u64::try_from(b.len()).unwrap_or(u64::MAX);
+            let room = max_bytes.saturating_sub(seen);
+            let keep = usize::try_from(room.min(len)).unwrap_or(usize::MAX);
+            if sink_err.is_none()
+                && let Err(e) = sink(&b[..keep.min(b.len())])
+            {
+                sink_err = Some(e);
+                stop.cancel();
+            }
+            seen = seen.saturating_add(len);
+            if seen > max_bytes && !over {
+                // Refused: the rest is not worth reading.
+                over = true;
+                stop.cancel();
+            }
+        },
+        &stop,
+    )
+    .await;
+    if let Some(e) = sink_err {
+        return Err(ExecError::Io(e));
     }
+    let ended = match ended {
+        Ok(e) => e,
+        Err(RunError::Spawn(m)) => return Err(ExecError::Spawn(m)),
+        Err(e) => {
+            return Err(ExecError::SandboxDied {
+                detail: e.to_string(),
+            });
+        }
+    };
+    if ended.timed_out {
+        return Err(ExecError::EngineTimeout {
+            engine: ENGINE,
+            op: "copy files",
+            secs: limit.as_secs(),
+        });
+    }
+    Ok(Read {
+        exit_code: if over { None } else { ended.code },
+        over,
+    })
 }
 
 /// Exit code of the read scripts when the path is not a regular file
 /// (or not a directory, for a download).
-const NOT_FOUND: i64 = 66;
+const NOT_FOUND: i32 = 66;
 
 /// Copies the container's directory `src` (read as `user`) into the empty
 /// host directory `host`: the tar is made inside the sandbox and unpacked
 /// on the host without following anything in it (see
 /// `copy::extract_under`).
 pub async fn download_dir(
-    docker: &Docker,
-    id: &str,
-    user: &str,
+    sup: &Supervisor,
     src: &str,
     host: &Path,
     max_bytes: u64,
@@ -238,18 +188,20 @@ pub async fn download_dir(
     let mut file = tempfile::tempfile()?;
     let read = {
         let mut sink = |b: &[u8]| std::io::Write::write_all(&mut file, b);
-        read_exec(
-            docker,
-            id,
-            user,
-            "[ -d \"$1\" ] || exit 66; cd -- \"$1\"/.. && exec tar -c -f - -- \"$2\"",
+        files_exec(
+            sup,
+            // stderr would corrupt the tar on the same stream: only the
+            // exit code tells a failure.
+            "[ -d \"$1\" ] || exit 66; cd -- \"$1\"/.. && exec tar -c -f - -- \"$2\" 2>/dev/null",
             &[src, &top],
+            None,
             max_bytes,
+            DOWNLOAD_LIMIT,
             &mut sink,
         )
         .await?
     };
-    finish_read(&read, id, src, "download", max_bytes)?;
+    finish_read(&read, src, "download", max_bytes)?;
     std::io::Seek::rewind(&mut file)?;
     let host = host.to_path_buf();
     let report = tokio::task::spawn_blocking(move || copy::extract_under(file, &host, &top))
@@ -262,13 +214,7 @@ pub async fn download_dir(
     Ok(())
 }
 
-fn finish_read(
-    read: &Read,
-    id: &str,
-    path: &str,
-    what: &str,
-    max_bytes: u64,
-) -> Result<(), ExecError> {
+fn finish_read(read: &Read, path: &str, what: &str, max_bytes: u64) -> Result<(), ExecError> {
     if read.exit_code == Some(NOT_FOUND) {
         return Err(ExecError::Refused(format!(
             "cannot {what} '{path}' in the sandbox: no such {}",
@@ -284,41 +230,8 @@ fn finish_read(
         return Err(ExecError::Engine {
             engine: ENGINE,
             op: "read files",
-            detail: format!(
-                "{}: reading {path} exited {:?}: {}",
-                short(id),
-                read.exit_code,
-                String::from_utf8_lossy(&read.stderr).trim()
-            ),
+            detail: format!("reading {path} in the sandbox exited {:?}", read.exit_code),
         });
     }
     Ok(())
-}
-
-/// Writes `data` as the file `path` in the container (its directory made
-/// when missing), owned by `user`.
-pub async fn write_file(
-    docker: &Docker,
-    id: &str,
-    user: &str,
-    path: &str,
-    data: &[u8],
-) -> Result<(), ExecError> {
-    let p = Path::new(path);
-    let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
-        return Err(ExecError::Refused(format!(
-            "cannot write '{path}': not a file path"
-        )));
-    };
-    let (uid, gid) = super::config::numeric_user(user).unwrap_or((0, 0));
-    let mut b = tar::Builder::new(Vec::new());
-    let mut header = tar::Header::new_gnu();
-    header.set_size(u64::try_from(data.len()).unwrap_or(u64::MAX));
-    header.set_mode(0o644);
-    header.set_uid(u64::from(uid));
-    header.set_gid(u64::from(gid));
-    header.set_entry_type(tar::EntryType::Regular);
-    b.append_data(&mut header, name, data)?;
-    let tar = b.into_inner()?;
-    upload_tar(docker, id, user, tar, &dir.display().to_string()).await
 }

@@ -50,6 +50,7 @@ pub use workspace::recover_disks;
 use super::{ExecError, ExecOutput, ExecRequest, Executor};
 use crate::exec::shell::{ShellMode, ShellSession};
 use crate::exec::supervisor::binary as supervisor_binary;
+use crate::exec::supervisor::run::FileFailure;
 use crate::exec::supervisor::{READY_LIMIT, run as sup_run};
 use crate::redact::Redactor;
 use client::{CALL_TIMEOUT, call, short};
@@ -59,24 +60,19 @@ use lifeline::Lifeline;
 use oom::OomCounter;
 use workspace::{Workspace, finish_disk, prepare_bind};
 
-/// Largest file written in one frame of the supervisor's stream.
-const MAX_FRAMED_WRITE: usize = 1 << 20;
-
-/// The executor's error for a file request the supervisor refused
-/// (`kind` and `message` from it).
-fn file_error(what: &str, path: &str, max: u64, kind: &str, message: &str) -> ExecError {
-    match kind {
+/// The executor's error for a file request the sandbox refused.
+fn file_error(what: &str, path: &str, max: u64, failure: FileFailure, message: &str) -> ExecError {
+    let at = format!("cannot {what} '{path}' in the sandbox");
+    match failure {
         // A link is not followed: to the reader it is no file at all.
-        "not_found" | "refused" if what == "read" => {
-            ExecError::Refused(format!("cannot read '{path}' in the sandbox: no such file"))
+        FileFailure::NotFound | FileFailure::Refused if what == "read" => {
+            ExecError::Refused(format!("{at}: no such file"))
         }
-        "too_big" => ExecError::Refused(format!(
-            "cannot {what} '{path}' in the sandbox: larger than {max} bytes"
-        )),
-        "not_found" | "refused" => {
-            ExecError::Refused(format!("cannot {what} '{path}' in the sandbox: {message}"))
+        FileFailure::TooBig => ExecError::Refused(format!("{at}: larger than {max} bytes")),
+        FileFailure::NotFound | FileFailure::Refused => {
+            ExecError::Refused(format!("{at}: {message}"))
         }
-        _ => ExecError::Workspace(format!("cannot {what} '{path}' in the sandbox: {message}")),
+        FileFailure::Io => ExecError::Workspace(format!("{at}: {message}")),
     }
 }
 
@@ -351,6 +347,17 @@ impl DockerExecutor {
         run::stream_lost(&self.docker, &self.id, &self.lifeline, e).await
     }
 
+    /// The error for a request the supervisor did not carry out.
+    async fn run_failed(&self, e: sup_run::RunError) -> ExecError {
+        match e {
+            sup_run::RunError::Stream(e) => self.died(e).await,
+            sup_run::RunError::Spawn(m) => ExecError::Spawn(m),
+            e @ sup_run::RunError::NoAnswer(_) => ExecError::Unrecoverable {
+                detail: e.to_string(),
+            },
+        }
+    }
+
     /// The container's id.
     pub fn container_id(&self) -> &str {
         &self.id
@@ -483,28 +490,24 @@ impl Executor for DockerExecutor {
     }
 
     async fn upload_dir(&self, host: &std::path::Path, dest: &str) -> Result<(), ExecError> {
-        files::upload_dir(&self.docker, &self.id, &self.user, host, dest).await
+        files::upload_dir(&self.lifeline.supervisor, &self.user, host, dest).await
     }
 
     async fn read_file(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>, ExecError> {
         let sup = &self.lifeline.supervisor;
         match sup_run::read_file(sup, path, max_bytes).await {
             Ok(Ok(data)) => Ok(data),
-            Ok(Err((kind, message))) => Err(file_error("read", path, max_bytes, &kind, &message)),
-            Err(e) => Err(self.died(e).await),
+            Ok(Err((kind, message))) => Err(file_error("read", path, max_bytes, kind, &message)),
+            Err(e) => Err(self.run_failed(e).await),
         }
     }
 
     async fn write_file(&self, path: &str, data: &[u8]) -> Result<(), ExecError> {
-        if data.len() > MAX_FRAMED_WRITE {
-            // Too big for one frame: through the engine's archive API.
-            return files::write_file(&self.docker, &self.id, &self.user, path, data).await;
-        }
         let sup = &self.lifeline.supervisor;
         match sup_run::write_file(sup, path, data).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err((kind, message))) => Err(file_error("write", path, 0, &kind, &message)),
-            Err(e) => Err(self.died(e).await),
+            Ok(Err((kind, message))) => Err(file_error("write", path, 0, kind, &message)),
+            Err(e) => Err(self.run_failed(e).await),
         }
     }
 
@@ -514,7 +517,7 @@ impl Executor for DockerExecutor {
         host: &std::path::Path,
         max_bytes: u64,
     ) -> Result<(), ExecError> {
-        files::download_dir(&self.docker, &self.id, &self.user, src, host, max_bytes).await
+        files::download_dir(&self.lifeline.supervisor, src, host, max_bytes).await
     }
 
     async fn shutdown(&self) -> Result<(), ExecError> {

@@ -119,6 +119,7 @@ pub async fn run(
         keep_background: t.keep_background,
         nproc: t.nproc.and_then(|n| u64::try_from(n).ok()),
         state_bytes,
+        stdin: None,
     };
     let mut tee_err: Option<std::io::Error> = None;
     let sink = |b: &[u8]| {

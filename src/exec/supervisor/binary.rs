@@ -99,7 +99,7 @@ fn install_in(dir: &std::path::Path) -> std::io::Result<PathBuf> {
     {
         return Ok(path);
     }
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     tmp.write_all(SUPERVISOR)?;
     tmp.as_file().sync_all()?;
     tmp.as_file()

@@ -80,7 +80,11 @@ type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<(Reply, Vec<u8>)>>>>;
 
 /// A connection to one sandbox's supervisor.
 pub struct Supervisor {
-    input: tokio::sync::Mutex<Option<Input>>,
+    /// Whole frames for the writer task (`None`: close the stream). A
+    /// frame is queued whole or not at all, so a send given up half way
+    /// can never cut one.
+    frames: mpsc::Sender<Option<Vec<u8>>>,
+    writer: tokio::task::JoinHandle<()>,
     pending: Pending,
     next_id: AtomicU64,
     dead: Arc<Mutex<Option<StreamError>>>,
@@ -138,7 +142,6 @@ fn id_of(r: &Reply) -> Option<u64> {
     match r {
         Reply::Output { id }
         | Reply::Exit { id, .. }
-        | Reply::Data { id }
         | Reply::Done { id, .. }
         | Reply::Error { id, .. }
         | Reply::Pong { id } => Some(*id),
@@ -161,9 +164,12 @@ impl Supervisor {
             hello_tx,
             log.clone(),
         ));
+        let (frames, rx) = mpsc::channel(QUEUE);
+        let writer = tokio::spawn(write(input, rx, dead.clone()));
         Supervisor {
             log,
-            input: tokio::sync::Mutex::new(Some(input)),
+            frames,
+            writer,
             pending,
             next_id: AtomicU64::new(1),
             dead,
@@ -232,23 +238,16 @@ impl Supervisor {
         Ok(replies)
     }
 
-    /// Sends a request that gets no reply (kill, keep).
+    /// Sends a request that gets no reply (kill, keep, stdin). Cancel
+    /// safe: the frame is queued whole or not at all.
     pub async fn send(&self, req: &Request, payload: &[u8]) -> Result<(), StreamError> {
         if let Some(e) = self.died() {
             return Err(e);
         }
         let frame = encode(req, payload);
-        let mut input = self.input.lock().await;
-        let Some(w) = input.as_mut() else {
-            return Err(StreamError::Closed("runner closed it".into()));
-        };
-        let sent = async {
-            w.write_all(&frame).await?;
-            w.flush().await
-        };
-        match tokio::time::timeout(WRITE_LIMIT, sent).await {
+        match tokio::time::timeout(WRITE_LIMIT, self.frames.send(Some(frame))).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(StreamError::Closed(e.to_string())),
+            Ok(Err(_)) => Err(self.why_dead()),
             Err(_) => Err(StreamError::Timeout(WRITE_LIMIT.as_secs())),
         }
     }
@@ -256,16 +255,43 @@ impl Supervisor {
     /// Closes runner's side: the supervisor kills everything and exits
     /// (unless told to keep the sandbox).
     pub async fn close(&self) {
-        let mut input = self.input.lock().await;
-        if let Some(mut w) = input.take() {
-            let _ = tokio::time::timeout(WRITE_LIMIT, w.shutdown()).await;
-        }
+        let _ = tokio::time::timeout(WRITE_LIMIT, self.frames.send(None)).await;
     }
 }
 
 impl Drop for Supervisor {
     fn drop(&mut self) {
         self.reader.abort();
+        self.writer.abort();
+    }
+}
+
+/// Writes queued frames in order; a write that fails or hangs past
+/// [`WRITE_LIMIT`] ends the stream.
+async fn write(
+    mut input: Input,
+    mut frames: mpsc::Receiver<Option<Vec<u8>>>,
+    dead: Arc<Mutex<Option<StreamError>>>,
+) {
+    while let Some(frame) = frames.recv().await {
+        let Some(frame) = frame else {
+            let _ = tokio::time::timeout(WRITE_LIMIT, input.shutdown()).await;
+            return;
+        };
+        let sent = async {
+            input.write_all(&frame).await?;
+            input.flush().await
+        };
+        let err = match tokio::time::timeout(WRITE_LIMIT, sent).await {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => StreamError::Closed(e.to_string()),
+            Err(_) => StreamError::Timeout(WRITE_LIMIT.as_secs()),
+        };
+        let mut d = dead.lock().unwrap_or_else(|e| e.into_inner());
+        if d.is_none() {
+            *d = Some(err);
+        }
+        return;
     }
 }
 
@@ -301,7 +327,7 @@ async fn read(
         };
         decoder.feed(&chunk);
         loop {
-            let (reply, payload) = match decoder.next::<Reply>() {
+            let (reply, payload) = match decoder.next_frame::<Reply>() {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
                 Err(e) => break 'stream StreamError::Malformed(e.to_string()),
@@ -355,3 +381,6 @@ async fn read(
     // Every waiter sees the end.
     pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
+
+#[cfg(test)]
+mod tests;

@@ -13,6 +13,8 @@ const BACKSTOP_GRACE: Duration = Duration::from_secs(3);
 /// After a kill was asked for, how long the supervisor has to report the
 /// command's end.
 const KILL_GRACE: Duration = Duration::from_secs(6);
+/// Largest piece of stdin in one frame.
+const STDIN_CHUNK: usize = 256 << 10;
 
 /// What to run.
 pub struct Job {
@@ -24,6 +26,8 @@ pub struct Job {
     pub nproc: Option<u64>,
     /// Collect up to this many bytes the command writes on fd 3.
     pub state_bytes: Option<u64>,
+    /// What the command reads on stdin; `None`: `/dev/null`.
+    pub stdin: Option<Vec<u8>>,
 }
 
 /// How it ended, as the supervisor reported it.
@@ -70,14 +74,32 @@ pub async fn run(
         keep_background: job.keep_background,
         nproc: job.nproc,
         state_bytes: job.state_bytes,
+        stdin: job.stdin.is_some(),
     };
     let mut replies = sup.request(id, &req, b"").await?;
+    // Fed alongside the replies (the command's output must keep flowing
+    // while it reads); pinned once, so it is never dropped half way.
+    let feed = async {
+        if let Some(data) = &job.stdin {
+            for chunk in data.chunks(STDIN_CHUNK) {
+                sup.send(&Request::Stdin { id }, chunk).await?;
+            }
+            sup.send(&Request::Stdin { id }, b"").await?;
+        }
+        Ok::<(), StreamError>(())
+    };
+    tokio::pin!(feed);
+    let mut fed = job.stdin.is_none();
     let backstop = tokio::time::sleep(job.timeout.saturating_add(BACKSTOP_GRACE));
     tokio::pin!(backstop);
     let mut kill_sent = false;
     loop {
         tokio::select! {
             biased;
+            r = &mut feed, if !fed => {
+                r?;
+                fed = true;
+            }
             _ = cancel.cancelled(), if !kill_sent => {
                 sup.send(&Request::Kill { id }, b"").await?;
                 kill_sent = true;
@@ -113,38 +135,93 @@ pub async fn run(
     }
 }
 
+/// Why a file request failed inside the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileFailure {
+    NotFound,
+    TooBig,
+    /// A link, or not a regular file.
+    Refused,
+    Io,
+}
+
+/// The supervisor's file helper (its own binary, run as a command, so as
+/// the sandbox user): `Ok(Err(..))` when it refused, with its message.
+async fn file_helper(
+    sup: &Supervisor,
+    args: Vec<String>,
+    stdin: Option<Vec<u8>>,
+    max_out: u64,
+) -> Result<Result<Vec<u8>, (FileFailure, String)>, RunError> {
+    let mut argv = vec![super::binary::IN_SANDBOX.to_string()];
+    argv.extend(args);
+    let job = Job {
+        argv,
+        cwd: "/".into(),
+        env: Vec::new(),
+        timeout: FILE_LIMIT,
+        keep_background: false,
+        nproc: None,
+        state_bytes: None,
+        stdin,
+    };
+    // Room for the helper's one-line message on failure.
+    let limit = max_out.saturating_add(4096);
+    let stop = CancellationToken::new();
+    let mut out = Vec::new();
+    let mut over = false;
+    let ended = run(
+        sup,
+        job,
+        |b| {
+            if u64::try_from(out.len().saturating_add(b.len())).unwrap_or(u64::MAX) > limit {
+                over = true;
+                stop.cancel();
+            } else {
+                out.extend_from_slice(b);
+            }
+        },
+        &stop,
+    )
+    .await?;
+    let too_long = u64::try_from(out.len()).unwrap_or(u64::MAX) > max_out;
+    if over || (ended.code == Some(0) && too_long) {
+        return Ok(Err((FileFailure::TooBig, String::new())));
+    }
+    use runner_supervisor::protocol::file_codes as c;
+    let failure = match ended.code {
+        Some(0) if !ended.timed_out && !ended.cancelled => return Ok(Ok(out)),
+        Some(c::NOT_FOUND) => FileFailure::NotFound,
+        Some(c::TOO_BIG) => FileFailure::TooBig,
+        Some(c::REFUSED) => FileFailure::Refused,
+        _ => FileFailure::Io,
+    };
+    let text = String::from_utf8_lossy(&out[..out.len().min(512)])
+        .trim()
+        .to_string();
+    let text = if ended.timed_out {
+        format!("no answer within {}s", FILE_LIMIT.as_secs())
+    } else {
+        text
+    };
+    Ok(Err((failure, text)))
+}
+
+/// Longest a single file read or write may take.
+const FILE_LIMIT: Duration = Duration::from_secs(120);
+
 /// Reads the sandbox's regular file `path`, at most `max_bytes`.
 pub async fn read_file(
     sup: &Supervisor,
     path: &str,
     max_bytes: u64,
-) -> Result<Result<Vec<u8>, (String, String)>, StreamError> {
-    let id = sup.id();
-    let req = Request::ReadFile {
-        id,
-        path: path.to_string(),
-        max_bytes,
-    };
-    let mut replies = sup.request(id, &req, b"").await?;
-    let mut data = Vec::new();
-    loop {
-        match replies.next().await? {
-            (Reply::Data { .. }, bytes) => {
-                if u64::try_from(data.len().saturating_add(bytes.len())).unwrap_or(u64::MAX)
-                    > max_bytes
-                {
-                    return Ok(Err((
-                        "too_big".into(),
-                        format!("{path} is bigger than {max_bytes} bytes"),
-                    )));
-                }
-                data.extend_from_slice(&bytes);
-            }
-            (Reply::Done { .. }, _) => return Ok(Ok(data)),
-            (Reply::Error { kind, message, .. }, _) => return Ok(Err((kind, message))),
-            _ => {}
-        }
-    }
+) -> Result<Result<Vec<u8>, (FileFailure, String)>, RunError> {
+    let args = vec![
+        "--read-file".to_string(),
+        path.to_string(),
+        max_bytes.to_string(),
+    ];
+    file_helper(sup, args, None, max_bytes).await
 }
 
 /// Writes `data` as the sandbox's file `path`.
@@ -152,20 +229,11 @@ pub async fn write_file(
     sup: &Supervisor,
     path: &str,
     data: &[u8],
-) -> Result<Result<(), (String, String)>, StreamError> {
-    let id = sup.id();
-    let req = Request::WriteFile {
-        id,
-        path: path.to_string(),
-    };
-    let mut replies = sup.request(id, &req, data).await?;
-    loop {
-        match replies.next().await? {
-            (Reply::Done { .. }, _) => return Ok(Ok(())),
-            (Reply::Error { kind, message, .. }, _) => return Ok(Err((kind, message))),
-            _ => {}
-        }
-    }
+) -> Result<Result<(), (FileFailure, String)>, RunError> {
+    let args = vec!["--write-file".to_string(), path.to_string()];
+    Ok(file_helper(sup, args, Some(data.to_vec()), 4096)
+        .await?
+        .map(|_| ()))
 }
 
 /// Kills every process of the sandbox user: how many there were.
