@@ -264,12 +264,21 @@ mod tests {
     fn oversized_and_inconsistent_frames_are_errors() {
         let mut d = Decoder::new();
         d.feed(&u32::MAX.to_be_bytes());
-        assert!(matches!(d.next_frame::<Reply>(), Err(FrameError::TooLong(_))));
+        assert!(matches!(
+            d.next_frame::<Reply>(),
+            Err(FrameError::TooLong(_))
+        ));
         let mut d = Decoder::new();
         d.feed(&[0, 0, 0, 8, 0, 0, 0, 9, b'{', b'}', 0, 0]);
-        assert!(matches!(d.next_frame::<Reply>(), Err(FrameError::BadHeader(_))));
+        assert!(matches!(
+            d.next_frame::<Reply>(),
+            Err(FrameError::BadHeader(_))
+        ));
         let mut d = Decoder::new();
         d.feed(&[0, 0, 0, 6, 0, 0, 0, 2, b'{', b'}']);
-        assert!(matches!(d.next_frame::<Reply>(), Err(FrameError::BadHeader(_))));
+        assert!(matches!(
+            d.next_frame::<Reply>(),
+            Err(FrameError::BadHeader(_))
+        ));
     }
 }
