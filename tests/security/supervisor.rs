@@ -10,7 +10,7 @@ use runner::exec::docker::DockerExecutor;
 use runner_supervisor::protocol::{Reply, encode};
 
 use crate::support::docker::BOOKWORM;
-use crate::support::executor::{cfg, docker, finish, run, start, stray_processes};
+use crate::support::executor::{cfg, docker, finish, on_gvisor, run, start, stray_processes};
 use crate::support::serial::serial;
 
 const USERS: [&str; 2] = [runner::exec::docker::DEFAULT_USER, "0:0"];
@@ -57,8 +57,25 @@ async fn commands_cannot_open_trace_or_write_into_the_supervisor() {
         c.user = user.into();
         let id = c.run_id.clone();
         let ex = start(c).await;
-        // Its stream is its stdin and stdout; its memory and environment
-        // would tell the stream's peers.
+        // Its stream is its stdin and stdout: reading the one would steal
+        // runner's requests, writing the other would forge replies.
+        for read in ["/proc/1/fd/0", "/proc/1/fd/1", "/proc/1/mem"] {
+            let out = run(
+                &ex,
+                &format!("timeout 2 head -c 1 {read} > /dev/null && echo STOLE; echo done"),
+                10.0,
+            )
+            .await;
+            assert!(!out.output.contains("STOLE"), "{user}: {read}: {out:?}");
+        }
+        // Giving the stream's pipes their mode bits back first (root owns
+        // them) does not help either.
+        run(
+            &ex,
+            "chmod 666 /proc/1/fd/0 /proc/1/fd/1 2>/dev/null; true",
+            10.0,
+        )
+        .await;
         for target in ["/proc/1/fd/0", "/proc/1/fd/1", "/proc/1/mem"] {
             let out = run(
                 &ex,
@@ -68,14 +85,21 @@ async fn commands_cannot_open_trace_or_write_into_the_supervisor() {
             .await;
             assert!(!out.output.contains("WROTE"), "{user}: {target}: {out:?}");
         }
-        // (A root command may list the descriptor numbers: a non-dumpable
-        // process's /proc entries belong to root. Nothing behind them.)
-        for peek in [
+        // The supervisor's /proc entries are its own uid's, which no
+        // command has. (gVisor 20221219 checks less: it shows what the
+        // descriptors point at, `host:[1]`, and the environ and maps,
+        // which hold only the container's own environment: runner's
+        // command environment travels in each request, never in the
+        // supervisor's. Reading or writing the stream and the memory stay
+        // refused there too, above.)
+        let peeks = [
+            "ls /proc/1/fd",
             "readlink /proc/1/fd/0",
             "readlink /proc/1/fd/1",
             "cat /proc/1/environ",
             "cat /proc/1/maps",
-        ] {
+        ];
+        for peek in peeks.iter().filter(|_| !on_gvisor(&ex)) {
             let out = run(&ex, &format!("{peek} && echo READ"), 10.0).await;
             assert!(!out.output.contains("READ"), "{user}: {peek}: {out:?}");
         }
@@ -176,6 +200,64 @@ async fn a_supervisor_killed_from_outside_is_a_dead_sandbox_at_once() {
         other => panic!("expected SandboxDied, got {other:?}"),
     }
     let _ = ex.shutdown().await;
+    drop(ex);
+    assert!(
+        crate::support::executor::containers_of(&d, &id)
+            .await
+            .is_empty()
+    );
+}
+
+/// A command of 100 KB (a heredoc) runs; one over the stream's frame
+/// limit is refused as an error the model can read, and the sandbox goes
+/// on.
+#[tokio::test]
+async fn a_long_command_runs_and_a_huge_one_is_refused_without_harm() {
+    let _s = serial();
+    let d = docker().await;
+    let c = cfg("sup-long");
+    let id = c.run_id.clone();
+    let ex = start(c).await;
+    let body = "x".repeat(100_000);
+    let out = run(
+        &ex,
+        &format!("cat > /tmp/long <<'EOF'\n{body}\nEOF\nwc -c < /tmp/long"),
+        20.0,
+    )
+    .await;
+    assert_eq!(out.output.trim(), "100001", "{out:?}");
+    let huge = format!("echo {}", "y".repeat(5 << 20));
+    match ex.execute(crate::support::executor::req(&huge, 20.0)).await {
+        Err(e) => {
+            assert!(e.sandbox_usable(), "{e}");
+            assert!(e.to_string().contains("more than"), "{e}");
+        }
+        Ok(o) => panic!("a 5 MiB command ran: {o:?}"),
+    }
+    still_serves(&ex).await;
+    finish(&d, ex, &id).await;
+}
+
+/// Commands are the out-of-memory killer's first choice, not the
+/// supervisor; and a file request leaves kept background work alone.
+#[tokio::test]
+async fn commands_go_first_under_memory_pressure_and_file_requests_spare_background_work() {
+    let _s = serial();
+    let d = docker().await;
+    let mut c = cfg("sup-oomadj");
+    c.keep_background = true;
+    let id = c.run_id.clone();
+    let ex = start(c).await;
+    if !on_gvisor(&ex) {
+        let out = run(&ex, "cat /proc/self/oom_score_adj", 10.0).await;
+        assert_eq!(out.output.trim(), "1000", "{out:?}");
+    }
+    run(&ex, "sleep 300 >/dev/null 2>&1 &", 10.0).await;
+    ex.write_file("/tmp/f.txt", b"data").await.unwrap();
+    assert_eq!(ex.read_file("/tmp/f.txt", 100).await.unwrap(), b"data");
+    let out = run(&ex, "pidof sleep >/dev/null && echo alive", 10.0).await;
+    assert_eq!(out.output.trim(), "alive", "{out:?}");
+    ex.shutdown().await.unwrap();
     drop(ex);
     assert!(
         crate::support::executor::containers_of(&d, &id)

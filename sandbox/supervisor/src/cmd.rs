@@ -8,8 +8,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use runner_supervisor::protocol::{CHUNK, Reply, Request};
@@ -175,9 +175,14 @@ unsafe fn child(p: &Plan, null: i32, out: i32, state: Option<i32>, err: i32) -> 
         if p.confined {
             // No capability can come back, not even to a root command,
             // but those the sandbox was started to give commands.
+            // A drop that fails (but for numbers past the kernel's last
+            // capability, EINVAL) fails the command: never open.
             for cap in 0..64u32 {
-                if p.caps & (1 << cap) == 0 {
-                    libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0);
+                if p.caps & (1 << cap) == 0
+                    && libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0) != 0
+                    && *libc::__errno_location() != libc::EINVAL
+                {
+                    fail(err);
                 }
             }
             // The out-of-memory killer takes a command before the
@@ -216,7 +221,12 @@ unsafe fn child(p: &Plan, null: i32, out: i32, state: Option<i32>, err: i32) -> 
 }
 
 /// Runs one [`Request::Exec`] and sends its output and exit.
-pub fn run(shared: &Arc<Shared>, req: Request, feed: Option<std::sync::mpsc::Receiver<Vec<u8>>>) {
+pub fn run(
+    shared: &Arc<Shared>,
+    req: Request,
+    feed: Option<std::sync::mpsc::Receiver<Vec<u8>>>,
+    (tx, rx): (Sender<Event>, Receiver<Event>),
+) {
     let Request::Exec {
         id,
         argv,
@@ -231,12 +241,6 @@ pub fn run(shared: &Arc<Shared>, req: Request, feed: Option<std::sync::mpsc::Rec
     else {
         return;
     };
-    let (tx, rx) = channel();
-    shared
-        .running
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(id, tx.clone());
     let job = Job {
         id,
         argv: &argv,
@@ -349,26 +353,24 @@ fn run_inner(
             argv.first().map_or("", |s| s)
         ));
     }
-    if let Some((w, frx)) = feed {
-        std::thread::spawn(move || {
-            use std::io::Write;
-            let mut w = std::fs::File::from(w);
-            let mut broken = false;
-            // Drains the feed even once the command stopped reading, so
-            // the request loop never waits on it.
-            while let Ok(chunk) = frx.recv() {
-                if !broken && w.write_all(&chunk).is_err() {
-                    broken = true;
-                }
-            }
-        });
-    }
     let done = Arc::new(AtomicBool::new(false));
-    pump(shared, id, out_r, tx.clone(), done.clone());
-    if let (Some(r), Some(max)) = (state_r, state_bytes) {
-        read_state(r, max, tx.clone());
-    }
+    let threads = (|| -> std::io::Result<()> {
+        if let Some((w, frx)) = feed {
+            feed_stdin(shared, id, w, frx)?;
+        }
+        pump(shared, id, out_r, tx.clone(), done.clone())?;
+        if let (Some(r), Some(max)) = (state_r, state_bytes) {
+            read_state(r, max, tx.clone())?;
+        }
+        Ok(())
+    })();
     drop(tx);
+    if let Err(e) = threads {
+        // Nothing would report on the command: it goes.
+        kill(shared, pid);
+        let _ = wait_exit(&rx, REAP_LIMIT);
+        return Err(format!("cannot start a thread for the command: {e}"));
+    }
 
     let deadline = started + timeout;
     let mut status = None;
@@ -420,7 +422,7 @@ fn run_inner(
             Err(_) => break,
         }
     }
-    done.store(true, Ordering::SeqCst);
+    shared.out.mark(&done);
     if state_bytes.is_some() && got_state.is_none() && !timed_out && !cancelled {
         let until = Instant::now() + STATE_LIMIT;
         while got_state.is_none() {
@@ -492,20 +494,53 @@ fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-/// Frames the command's output as it comes, until every writer is gone.
-fn pump(shared: &Arc<Shared>, id: u64, r: OwnedFd, tx: Sender<Event>, done: Arc<AtomicBool>) {
+/// Writes the chunks runner sends to the command's stdin, answering each
+/// (written, or dropped once the command stopped reading).
+fn feed_stdin(
+    shared: &Arc<Shared>,
+    id: u64,
+    w: OwnedFd,
+    frx: Receiver<Vec<u8>>,
+) -> std::io::Result<()> {
     let s = shared.clone();
-    std::thread::spawn(move || {
+    std::thread::Builder::new().spawn(move || {
+        use std::io::Write;
+        let mut w = std::fs::File::from(w);
+        let mut broken = false;
+        while let Ok(chunk) = frx.recv() {
+            if !broken && w.write_all(&chunk).is_err() {
+                broken = true;
+            }
+            if s.out.send(&Reply::Written { id }, b"").is_err() {
+                break;
+            }
+        }
+    })?;
+    Ok(())
+}
+
+/// Frames the command's output as it comes, until every writer is gone.
+fn pump(
+    shared: &Arc<Shared>,
+    id: u64,
+    r: OwnedFd,
+    tx: Sender<Event>,
+    done: Arc<AtomicBool>,
+) -> std::io::Result<()> {
+    let s = shared.clone();
+    std::thread::Builder::new().spawn(move || {
         let mut f = std::fs::File::from(r);
         let mut buf = vec![0u8; CHUNK];
         loop {
             match f.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
-                    if done.load(Ordering::SeqCst) {
-                        continue;
-                    }
-                    if s.out.send(&Reply::Output { id }, &buf[..n]).is_err() {
+                    // Checked under the stream's lock: once the exit is
+                    // sent, nothing of this command follows it.
+                    if s.out
+                        .send_unless(&done, &Reply::Output { id }, &buf[..n])
+                        .is_err()
+                    {
                         break;
                     }
                 }
@@ -514,12 +549,13 @@ fn pump(shared: &Arc<Shared>, id: u64, r: OwnedFd, tx: Sender<Event>, done: Arc<
             }
         }
         let _ = tx.send(Event::OutputClosed);
-    });
+    })?;
+    Ok(())
 }
 
 /// Collects the state descriptor, at most `max` bytes (more: `None`).
-fn read_state(r: OwnedFd, max: u64, tx: Sender<Event>) {
-    std::thread::spawn(move || {
+fn read_state(r: OwnedFd, max: u64, tx: Sender<Event>) -> std::io::Result<()> {
+    std::thread::Builder::new().spawn(move || {
         let mut f = std::fs::File::from(r);
         let mut out = Vec::new();
         let mut buf = [0u8; 8192];
@@ -539,5 +575,6 @@ fn read_state(r: OwnedFd, max: u64, tx: Sender<Event>) {
             }
         }
         let _ = tx.send(Event::State((!over).then_some(out)));
-    });
+    })?;
+    Ok(())
 }

@@ -6,7 +6,7 @@
 //!
 //! Privileges: started as root with only CAP_KILL, CAP_SETUID, CAP_SETGID
 //! and CAP_SETPCAP, it moves to its own uid (`SUPERVISOR_UID`) keeping
-//! those four, and makes itself non-dumpable. Commands get an empty
+//! those four, its `/proc` entries its own. Commands get an empty
 //! capability bounding set, no_new_privs and the sandbox user's uid, so
 //! whatever uid they run as (root included) they cannot signal, trace or
 //! open the supervisor, whose uid differs and which, as PID 1, takes no
@@ -214,10 +214,13 @@ fn handle(
 ) {
     match req {
         Request::Exec { id, stdin, .. } => {
-            // The feed exists before this returns: the stdin frames that
-            // follow the request are never lost to a thread not yet ready.
+            // The kill switch and the feed exist before this returns: a
+            // kill or stdin frame right behind the request is never lost
+            // to a thread not yet ready.
             let feed = stdin.then(|| {
-                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(
+                    runner_supervisor::protocol::STDIN_WINDOW,
+                );
                 shared
                     .stdin
                     .lock()
@@ -225,11 +228,27 @@ fn handle(
                     .insert(id, tx);
                 rx
             });
+            let (tx, rx) = std::sync::mpsc::channel();
+            shared
+                .running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, tx.clone());
             let s = shared.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("exec-{id}"))
-                .spawn(move || cmd::run(&s, req, feed));
+                .spawn(move || cmd::run(&s, req, feed, (tx, rx)));
             if spawned.is_err() {
+                shared
+                    .running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id);
+                shared
+                    .stdin
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id);
                 let _ = shared.out.error(id, "spawn", "cannot start a thread");
             }
         }
@@ -238,16 +257,12 @@ fn handle(
             if payload.is_empty() {
                 // Dropping the feed closes the pipe once it is written.
                 feeds.remove(&id);
-            } else if let Some(tx) = feeds.get(&id).cloned() {
-                drop(feeds);
-                // Blocks while the command does not read; its timeout
-                // (enforced on its own thread) ends that.
-                if tx.send(payload).is_err() {
-                    shared
-                        .stdin
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&id);
+            } else if let Some(tx) = feeds.get(&id) {
+                // Never blocks this loop: runner keeps at most the
+                // channel's room in flight, so a full channel (or a
+                // feed that ended) is a stdin given up.
+                if tx.try_send(payload).is_err() {
+                    feeds.remove(&id);
                 }
             }
         }

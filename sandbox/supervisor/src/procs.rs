@@ -49,8 +49,8 @@ pub fn ignore_signals() {
 }
 
 /// When started as root: moves to [`SUPERVISOR_UID`] keeping only the four
-/// capabilities it needs, and becomes non-dumpable (so no process of
-/// another uid may trace it or open its `/proc` files). Returns whether
+/// capabilities it needs, its `/proc` files owned by that uid (so no
+/// process of another uid may trace it or open them). Returns whether
 /// it did; a supervisor started by another user stays as it is.
 pub fn confine() -> Result<bool, String> {
     // SAFETY: plain syscalls on the calling process's credentials, made
@@ -58,6 +58,14 @@ pub fn confine() -> Result<bool, String> {
     unsafe {
         if libc::getuid() != 0 {
             return Ok(false);
+        }
+        // The stream (stdin, stdout, stderr) is the engine's pipes, owned
+        // by root: with no mode bits, a root command cannot reopen them
+        // through /proc/1/fd (gVisor checks only the file's own
+        // permissions there). Done while still their owner; best effort
+        // (an engine's pipes may not take a mode).
+        for fd in 0..3 {
+            libc::fchmod(fd, 0);
         }
         if libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 {
             return Err(os_err("PR_SET_KEEPCAPS"));
@@ -89,7 +97,13 @@ pub fn confine() -> Result<bool, String> {
         if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
             return Err(os_err("capset"));
         }
-        if libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 {
+        // Dumpable on purpose: the uid change just made it non-dumpable,
+        // and the /proc entries of a non-dumpable process belong to root,
+        // which a root command is (gVisor then lets it open the stream
+        // through /proc/1/fd). Dumpable, they are the supervisor's own uid,
+        // which no command has, and tracing needs that uid or
+        // CAP_SYS_PTRACE.
+        if libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) != 0 {
             return Err(os_err("PR_SET_DUMPABLE"));
         }
         libc::prctl(libc::PR_SET_KEEPCAPS, 0, 0, 0, 0);
@@ -147,9 +161,12 @@ impl Reaper {
             if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                 continue;
             }
-            // No children: sleep until one is registered.
+            // No children: sleep until one is registered (unless one was
+            // while this thread looked).
             let w = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = self.wake.wait_timeout(w, Duration::from_millis(200));
+            if w.is_empty() {
+                let _ = self.wake.wait_timeout(w, Duration::from_millis(200));
+            }
         }
     }
 }

@@ -16,10 +16,14 @@ use serde::{Deserialize, Serialize};
 pub const VERSION: u32 = 1;
 /// Largest payload the supervisor puts in one frame.
 pub const CHUNK: usize = 64 << 10;
+/// Largest frame accepted (header, payload and the header length). An
+/// exec's command and environment travel in its header, so this is above
+/// what Linux lets a program's arguments and environment hold (2 MiB).
+pub const MAX_FRAME: usize = 4 << 20;
 /// Largest header accepted.
-pub const MAX_HEADER: usize = 64 << 10;
-/// Largest frame accepted (header, payload and the header length).
-pub const MAX_FRAME: usize = 2 << 20;
+pub const MAX_HEADER: usize = MAX_FRAME - 8;
+/// Stdin chunks runner may have sent and not seen [`Reply::Written`] for.
+pub const STDIN_WINDOW: usize = 4;
 /// Exit codes of the supervisor's file helpers (`--read-file`,
 /// `--write-file`), which runner runs as commands.
 pub mod file_codes {
@@ -89,6 +93,12 @@ pub enum Reply {
     },
     /// Bytes the command wrote (payload).
     Output {
+        id: u64,
+    },
+    /// One [`Request::Stdin`] chunk of the command `id` was taken (written
+    /// to its stdin, or dropped once it stopped reading): runner keeps at
+    /// most [`STDIN_WINDOW`] chunks unanswered.
+    Written {
         id: u64,
     },
     /// The command ended; the payload is its state (see
@@ -174,6 +184,10 @@ pub fn encode<T: Serialize>(header: &T, payload: &[u8]) -> Vec<u8> {
 #[derive(Debug, Default)]
 pub struct Decoder {
     buf: Vec<u8>,
+    /// Where the unread bytes of `buf` start: frames are taken without
+    /// moving the rest, which is moved down only once it is the smaller
+    /// part (so a flood costs one copy of each byte, not one per frame).
+    start: usize,
 }
 
 fn be_u32(b: &[u8]) -> usize {
@@ -189,12 +203,16 @@ impl Decoder {
 
     /// Appends bytes read from the stream.
     pub fn feed(&mut self, bytes: &[u8]) {
+        if self.start > 0 && self.start >= self.buf.len() / 2 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
         self.buf.extend_from_slice(bytes);
     }
 
     /// Bytes held that are not a whole frame yet.
     pub fn pending(&self) -> usize {
-        self.buf.len()
+        self.buf.len() - self.start
     }
 
     /// The next whole frame: its header and payload. `Ok(None)` until one
@@ -203,20 +221,21 @@ impl Decoder {
     pub fn next_frame<T: for<'de> Deserialize<'de>>(
         &mut self,
     ) -> Result<Option<(T, Vec<u8>)>, FrameError> {
-        if self.buf.len() < 4 {
+        let buf = &self.buf[self.start..];
+        if buf.len() < 4 {
             return Ok(None);
         }
-        let len = be_u32(&self.buf);
+        let len = be_u32(buf);
         if len > MAX_FRAME {
             return Err(FrameError::TooLong(len));
         }
         if len < 4 {
             return Err(FrameError::BadHeader(format!("a frame of {len} bytes")));
         }
-        if self.buf.len() < 4 + len {
+        if buf.len() < 4 + len {
             return Ok(None);
         }
-        let head_len = be_u32(&self.buf[4..]);
+        let head_len = be_u32(&buf[4..]);
         if head_len > MAX_HEADER {
             return Err(FrameError::HeaderTooLong(head_len));
         }
@@ -225,10 +244,14 @@ impl Decoder {
                 "a header of {head_len} bytes in a frame of {len}"
             )));
         }
-        let header = serde_json::from_slice::<T>(&self.buf[8..8 + head_len])
+        let header = serde_json::from_slice::<T>(&buf[8..8 + head_len])
             .map_err(|e| FrameError::BadHeader(e.to_string()))?;
-        let payload = self.buf[8 + head_len..4 + len].to_vec();
-        self.buf.drain(..4 + len);
+        let payload = buf[8 + head_len..4 + len].to_vec();
+        self.start += 4 + len;
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
         Ok(Some((header, payload)))
     }
 }

@@ -27,6 +27,30 @@ impl Out {
         w.flush()
     }
 
+    /// Like [`Out::send`], unless `done` is set (checked under the lock,
+    /// so a frame sent after `done` was set cannot overtake one sent
+    /// before).
+    pub fn send_unless(
+        &self,
+        done: &std::sync::atomic::AtomicBool,
+        reply: &Reply,
+        payload: &[u8],
+    ) -> std::io::Result<()> {
+        let frame = encode(reply, payload);
+        let mut w = self.w.lock().unwrap_or_else(|e| e.into_inner());
+        if done.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
+        w.write_all(&frame)?;
+        w.flush()
+    }
+
+    /// Sets `done` with the stream locked (see [`Out::send_unless`]).
+    pub fn mark(&self, done: &std::sync::atomic::AtomicBool) {
+        let _w = self.w.lock().unwrap_or_else(|e| e.into_inner());
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     pub fn error(&self, id: u64, kind: &str, message: &str) -> std::io::Result<()> {
         self.send(
             &Reply::Error {

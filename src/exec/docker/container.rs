@@ -6,7 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bollard::Docker;
 use bollard::models::{
-    ContainerCreateBody, HostConfig, Mount, MountType, MountVolumeOptions, ResourcesUlimits,
+    ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountType, MountVolumeOptions,
+    ResourcesUlimits,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
@@ -334,6 +335,13 @@ pub fn spec(
         init: Some(false),
         runtime: cfg.runtime.clone(),
         mounts,
+        // No log: the engine would otherwise write the whole stream (every
+        // command's output, every file read) to disk, unredacted and
+        // unbounded. Attaching does not need it.
+        log_config: Some(HostConfigLogConfig {
+            typ: Some("none".into()),
+            config: None,
+        }),
         // The container goes away as soon as its main process ends: when
         // runner dies (stdin EOF) or at expiry.
         auto_remove: Some(true),

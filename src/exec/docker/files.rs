@@ -110,7 +110,8 @@ async fn files_exec(
         cwd: "/".into(),
         env: Vec::new(),
         timeout: limit,
-        keep_background: false,
+        // tar starts nothing: what runs beside it is left alone.
+        keep_background: true,
         nproc: None,
         state_bytes: None,
         stdin,

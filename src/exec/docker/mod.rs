@@ -347,6 +347,22 @@ impl DockerExecutor {
         run::stream_lost(&self.docker, &self.id, &self.lifeline, e).await
     }
 
+    /// Waits for the sandbox's turn (commands and file requests run one at
+    /// a time: a command's end kills everything else that runs) and
+    /// checks the sandbox can still serve.
+    async fn turn(&self) -> Result<tokio::sync::MutexGuard<'_, Option<u64>>, ExecError> {
+        if self.removed.load(Ordering::SeqCst) {
+            return Err(ExecError::SandboxDied {
+                detail: format!("container {} was already shut down", short(&self.id)),
+            });
+        }
+        let guard = self.oom_seen.lock().await;
+        if let Some(detail) = self.unrecoverable() {
+            return Err(ExecError::Unrecoverable { detail });
+        }
+        Ok(guard)
+    }
+
     /// The error for a request the supervisor did not carry out.
     async fn run_failed(&self, e: sup_run::RunError) -> ExecError {
         match e {
@@ -432,15 +448,7 @@ impl Executor for DockerExecutor {
     }
 
     async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError> {
-        if self.removed.load(Ordering::SeqCst) {
-            return Err(ExecError::SandboxDied {
-                detail: format!("container {} was already shut down", short(&self.id)),
-            });
-        }
-        let mut oom_seen = self.oom_seen.lock().await;
-        if let Some(detail) = self.unrecoverable() {
-            return Err(ExecError::Unrecoverable { detail });
-        }
+        let mut oom_seen = self.turn().await?;
         let target = run::Target {
             docker: &self.docker,
             id: &self.id,
@@ -472,8 +480,7 @@ impl Executor for DockerExecutor {
         let Some(session) = &self.session else {
             return Ok(());
         };
-        // One at a time with commands, like a command.
-        let _one = self.oom_seen.lock().await;
+        let _turn = self.turn().await?;
         session.restart();
         // What the old shell left running goes with it.
         match sup_run::kill_all(&self.lifeline.supervisor).await {
@@ -490,10 +497,12 @@ impl Executor for DockerExecutor {
     }
 
     async fn upload_dir(&self, host: &std::path::Path, dest: &str) -> Result<(), ExecError> {
+        let _turn = self.turn().await?;
         files::upload_dir(&self.lifeline.supervisor, &self.user, host, dest).await
     }
 
     async fn read_file(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>, ExecError> {
+        let _turn = self.turn().await?;
         let sup = &self.lifeline.supervisor;
         match sup_run::read_file(sup, path, max_bytes).await {
             Ok(Ok(data)) => Ok(data),
@@ -503,6 +512,7 @@ impl Executor for DockerExecutor {
     }
 
     async fn write_file(&self, path: &str, data: &[u8]) -> Result<(), ExecError> {
+        let _turn = self.turn().await?;
         let sup = &self.lifeline.supervisor;
         match sup_run::write_file(sup, path, data).await {
             Ok(Ok(())) => Ok(()),
@@ -517,6 +527,7 @@ impl Executor for DockerExecutor {
         host: &std::path::Path,
         max_bytes: u64,
     ) -> Result<(), ExecError> {
+        let _turn = self.turn().await?;
         files::download_dir(&self.lifeline.supervisor, src, host, max_bytes).await
     }
 

@@ -141,6 +141,7 @@ fn is_last(r: &Reply) -> bool {
 fn id_of(r: &Reply) -> Option<u64> {
     match r {
         Reply::Output { id }
+        | Reply::Written { id }
         | Reply::Exit { id, .. }
         | Reply::Done { id, .. }
         | Reply::Error { id, .. }
@@ -250,6 +251,12 @@ impl Supervisor {
             Ok(Err(_)) => Err(self.why_dead()),
             Err(_) => Err(StreamError::Timeout(WRITE_LIMIT.as_secs())),
         }
+    }
+
+    /// Queues `req` without waiting (for a drop guard); false when the
+    /// queue is full or the stream gone.
+    pub fn send_now(&self, req: &Request) -> bool {
+        self.frames.try_send(Some(encode(req, b""))).is_ok()
     }
 
     /// Closes runner's side: the supervisor kills everything and exits

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::{Reply, Request, StreamError, Supervisor};
+use runner_supervisor::protocol::{MAX_FRAME, STDIN_WINDOW};
 
 /// Past the command's own timeout (which the supervisor enforces), how
 /// long runner waits before it asks for the kill itself.
@@ -76,30 +77,40 @@ pub async fn run(
         state_bytes: job.state_bytes,
         stdin: job.stdin.is_some(),
     };
+    let frame = runner_supervisor::protocol::encode(&req, b"").len();
+    if frame > MAX_FRAME {
+        return Err(RunError::Spawn(format!(
+            "the command with its environment takes {frame} bytes, more than the {MAX_FRAME} \
+             a command may have; write long scripts to a file first"
+        )));
+    }
+    let stdin = job.stdin;
     let mut replies = sup.request(id, &req, b"").await?;
-    // Fed alongside the replies (the command's output must keep flowing
-    // while it reads); pinned once, so it is never dropped half way.
-    let feed = async {
-        if let Some(data) = &job.stdin {
-            for chunk in data.chunks(STDIN_CHUNK) {
-                sup.send(&Request::Stdin { id }, chunk).await?;
-            }
-            sup.send(&Request::Stdin { id }, b"").await?;
-        }
-        Ok::<(), StreamError>(())
+    // Whatever ends this future early (a caller giving up), the command
+    // must not run on behind the next one.
+    let mut guard = KillOnDrop {
+        sup,
+        id,
+        armed: true,
     };
-    tokio::pin!(feed);
-    let mut fed = job.stdin.is_none();
+    // stdin goes in chunks, at most STDIN_WINDOW unanswered, while the
+    // output keeps flowing.
+    let chunks: Vec<&[u8]> = stdin
+        .as_deref()
+        .map(|d| d.chunks(STDIN_CHUNK).collect())
+        .unwrap_or_default();
+    let mut fed = Feed {
+        next: 0,
+        in_flight: 0,
+        open: stdin.is_some(),
+    };
+    fed.more(sup, id, &chunks).await?;
     let backstop = tokio::time::sleep(job.timeout.saturating_add(BACKSTOP_GRACE));
     tokio::pin!(backstop);
     let mut kill_sent = false;
     loop {
         tokio::select! {
             biased;
-            r = &mut feed, if !fed => {
-                r?;
-                fed = true;
-            }
             _ = cancel.cancelled(), if !kill_sent => {
                 sup.send(&Request::Kill { id }, b"").await?;
                 kill_sent = true;
@@ -115,7 +126,12 @@ pub async fn run(
             }
             r = replies.next() => match r? {
                 (Reply::Output { .. }, bytes) => sink(&bytes),
+                (Reply::Written { .. }, _) => {
+                    fed.in_flight = fed.in_flight.saturating_sub(1);
+                    fed.more(sup, id, &chunks).await?;
+                }
                 (Reply::Exit { code, signal, timed_out, cancelled, leftovers, stuck, output_open, state, state_overflow, .. }, payload) => {
+                    guard.armed = false;
                     return Ok(Ended {
                         code: code.or(signal.map(|s| s.saturating_add(128))),
                         timed_out: timed_out || (kill_sent && !cancel.is_cancelled()),
@@ -127,10 +143,57 @@ pub async fn run(
                         state_overflow,
                     });
                 }
-                (Reply::Error { message, .. }, _) => return Err(RunError::Spawn(message)),
+                (Reply::Error { message, .. }, _) => {
+                    guard.armed = false;
+                    return Err(RunError::Spawn(message));
+                }
                 // Nothing else answers an exec; a confused sandbox is ignored.
                 _ => {}
             },
+        }
+    }
+}
+
+/// Where a command's stdin stands.
+struct Feed {
+    next: usize,
+    in_flight: usize,
+    open: bool,
+}
+
+impl Feed {
+    /// Sends the next chunks the window allows, then the end of stdin
+    /// (an empty chunk, queued behind them) once all are out.
+    async fn more(
+        &mut self,
+        sup: &Supervisor,
+        id: u64,
+        chunks: &[&[u8]],
+    ) -> Result<(), StreamError> {
+        while self.open && self.in_flight < STDIN_WINDOW && self.next < chunks.len() {
+            sup.send(&Request::Stdin { id }, chunks[self.next]).await?;
+            self.next += 1;
+            self.in_flight += 1;
+        }
+        if self.open && self.next == chunks.len() {
+            sup.send(&Request::Stdin { id }, b"").await?;
+            self.open = false;
+        }
+        Ok(())
+    }
+}
+
+/// Asks for the kill of a command whose caller stopped waiting for it.
+struct KillOnDrop<'a> {
+    sup: &'a Supervisor,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for KillOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.sup.send_now(&Request::Kill { id: self.id });
         }
     }
 }
@@ -160,7 +223,8 @@ async fn file_helper(
         cwd: "/".into(),
         env: Vec::new(),
         timeout: FILE_LIMIT,
-        keep_background: false,
+        // It starts nothing: what runs beside it is left alone.
+        keep_background: true,
         nproc: None,
         state_bytes: None,
         stdin,
