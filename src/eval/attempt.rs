@@ -1,5 +1,6 @@
-//! One attempt of one task: seed the workspace from the image, run the
-//! agent (model, oracle or nop) in its own sandbox under the task's agent
+//! One attempt of one task: seed the workspace from the image (a copy of
+//! the suite's one seeding of it, see [`super::seed`]), run the agent
+//! (model, oracle or nop) in its own sandbox under the task's agent
 //! timeout, remove that sandbox, then grade in a fresh one.
 
 use std::panic::AssertUnwindSafe;
@@ -12,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::grade::{GradeError, GradeSpec, grade};
 use super::outcome::{Attempt, Status};
+use super::seed::SeedCache;
 use super::settings::AgentKind;
 use super::task::Task;
 use crate::agent::{Conversation, RunEnd};
@@ -69,6 +71,8 @@ pub struct AttemptCtx {
     pub allow_internet: bool,
     /// Where the agent's and the verifier's sandboxes come from.
     pub backend: Arc<dyn Backend>,
+    /// Each image's working directory, seeded once for the suite.
+    pub seeds: SeedCache,
     /// Bytes each attempt may put on the host (`--disk`); `None`: unbounded.
     pub disk_bytes: Option<u64>,
     pub suite_id: String,
@@ -271,7 +275,7 @@ async fn prepare(
                 "agent": ctx.agent.as_str(), "network": rec.network}, "run": run}),
         }
     };
-    let seeded = ctx.backend.seed(image, workspace.path(), &run_id).await;
+    let seeded = ctx.seeds.seed(image, workspace.path(), &run_id).await;
     let workdir = match seeded {
         Ok(s) => s.workdir,
         Err(e) => {

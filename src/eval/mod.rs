@@ -11,6 +11,7 @@ pub mod image;
 pub mod oracle;
 pub mod outcome;
 pub mod report;
+pub mod seed;
 pub mod settings;
 pub mod task;
 
@@ -151,6 +152,12 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
             .collect(),
     )?;
     human.set_redactor(redactor.clone());
+    // Each image is seeded once for the suite; the cache goes with `ctx`.
+    let seeds =
+        seed::SeedCache::new(backend.clone(), &suite_id).map_err(|source| EvalError::Write {
+            path: std::env::temp_dir(),
+            source,
+        })?;
     let ctx = Arc::new(AttemptCtx {
         agent: args.agent_kind,
         base,
@@ -164,6 +171,7 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         human,
         redactor: redactor.clone(),
         backend,
+        seeds,
     });
     let total = tasks.len() * args.attempts as usize;
     let bar = progress_bar(total as u64);

@@ -207,6 +207,15 @@ pub trait Backend: Send + Sync {
     /// Makes `source` available; returns the reference to start from.
     async fn prepare_image(&self, source: ImageSource<'_>) -> Result<String, ExecError>;
 
+    /// What `image` names right now (for an engine: the image id), so that
+    /// a reference moved to other content (a tag rebuilt) is told apart
+    /// from the one seen before; `None` when the backend cannot say.
+    /// `runner eval` seeds once per identity.
+    async fn image_identity(&self, image: &str) -> Result<Option<String>, ExecError> {
+        let _ = image;
+        Ok(None)
+    }
+
     /// Copies the image's working directory (a task's start state) into
     /// the empty host directory `host`.
     async fn seed(&self, image: &str, host: &Path, run_id: &str) -> Result<Seeded, ExecError>;
