@@ -134,6 +134,18 @@ impl Backend for DockerBackend {
         seed::seed_workspace(image, host, run_id).await
     }
 
+    async fn image_identity(&self, image: &str) -> Result<Option<String>, ExecError> {
+        let docker = client::connect().await?;
+        let info = client::call(
+            "inspect image",
+            image,
+            client::CALL_TIMEOUT,
+            docker.inspect_image(image),
+        )
+        .await?;
+        Ok(info.id)
+    }
+
     async fn start(&self, spec: SandboxSpec) -> Result<Arc<dyn Executor>, ExecError> {
         Ok(Arc::new(DockerExecutor::start(docker_config(&spec)).await?))
     }
