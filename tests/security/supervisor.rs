@@ -76,6 +76,11 @@ async fn commands_cannot_open_trace_or_write_into_the_supervisor() {
             10.0,
         )
         .await;
+        // Nor the FIFO the supervisor's frames take past the engine.
+        for peek in ["ls /.runner-chan", "echo forged > /.runner-chan/out"] {
+            let out = run(&ex, &format!("{peek} && echo REACHED; echo done"), 10.0).await;
+            assert!(!out.output.contains("REACHED"), "{user}: {peek}: {out:?}");
+        }
         for target in ["/proc/1/fd/0", "/proc/1/fd/1", "/proc/1/mem"] {
             let out = run(
                 &ex,

@@ -16,6 +16,8 @@ use runner_supervisor::protocol::{CHUNK, Reply, Request};
 
 use crate::{Shared, procs};
 
+/// The size asked for the command's output pipe.
+const PIPE_BYTES: libc::c_int = 1 << 20;
 /// After the command's end, how long its output may take to close.
 const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 /// After a kill, how long the command may take to be reaped.
@@ -312,6 +314,12 @@ fn run_inner(
     };
     let null = input;
     let (out_r, out_w) = pipe().map_err(io)?;
+    // Room for a flood to run ahead of the stream (best effort: up to the
+    // system's pipe-max-size).
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        libc::fcntl(out_r.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES);
+    }
     let state = match state_bytes {
         Some(_) => Some(pipe().map_err(io)?),
         None => None,
@@ -400,7 +408,18 @@ fn run_inner(
     if status.is_none() {
         let (_, s) = kill(shared, pid);
         stuck = s;
-        status = wait_exit(&rx, REAP_LIMIT);
+        // Its exit; what else comes meanwhile counts too (the output
+        // closing above all, which the drain below would wait for).
+        let until = Instant::now() + REAP_LIMIT;
+        while status.is_none() {
+            match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(Event::Exited(s)) => status = Some(s),
+                Ok(Event::OutputClosed) => closed = true,
+                Ok(Event::State(s)) => got_state = Some(s),
+                Ok(Event::Kill) => {}
+                Err(_) => break,
+            }
+        }
     } else if !keep_background {
         if shared.who.confined {
             if !procs::live().is_empty() {

@@ -44,17 +44,31 @@ pub struct Identity {
 
 fn usage(msg: &str) -> ! {
     eprintln!("runner-supervisor: {msg}");
-    eprintln!("usage: runner-supervisor --user UID:GID [--expiry SECS] [--caps N,N...]");
+    eprintln!(
+        "usage: runner-supervisor --user UID:GID [--expiry SECS] [--caps N,N...] [--out FIFO]"
+    );
     std::process::exit(2)
 }
 
-fn parse_args() -> (u32, u32, Option<u64>, u64) {
+/// The command line: who commands run as, the expiry, the capabilities
+/// commands keep, and where frames go (`--out FIFO`; stdout without).
+struct Args {
+    uid: u32,
+    gid: u32,
+    expiry: Option<u64>,
+    caps: u64,
+    out: Option<String>,
+}
+
+fn parse_args() -> Args {
     let mut args = std::env::args().skip(1);
+    let mut out = None;
     let mut user = None;
     let mut expiry = None;
     let mut caps = 0u64;
     while let Some(a) = args.next() {
         match a.as_str() {
+            "--out" => out = args.next(),
             "--caps" => {
                 for n in args.next().unwrap_or_default().split(',') {
                     match n.parse::<u32>() {
@@ -82,7 +96,13 @@ fn parse_args() -> (u32, u32, Option<u64>, u64) {
         None => (parse(&user), parse(&user)),
     };
     match (uid, gid) {
-        (Some(u), Some(g)) => (u, g, expiry, caps),
+        (Some(u), Some(g)) => Args {
+            uid: u,
+            gid: g,
+            expiry,
+            caps,
+            out,
+        },
         _ => usage("--user takes numeric UID:GID"),
     }
 }
@@ -107,7 +127,13 @@ fn main() {
         (Some("--write-file"), Some(path), None) => files::write(path),
         _ => {}
     }
-    let (uid, gid, expiry, caps) = parse_args();
+    let Args {
+        uid,
+        gid,
+        expiry,
+        caps,
+        out,
+    } = parse_args();
     if uid == SUPERVISOR_UID {
         usage("the sandbox user must not be the supervisor's own uid");
     }
@@ -120,7 +146,15 @@ fn main() {
         }
     };
     let shared = Arc::new(Shared {
-        out: wire::Out::stdout(),
+        // Opened as the supervisor's own uid, the only one that may.
+        out: match out.as_deref().map(wire::Out::fifo) {
+            Some(Ok(o)) => o,
+            Some(Err(e)) => {
+                eprintln!("runner-supervisor: cannot open the --out FIFO: {e}");
+                std::process::exit(3);
+            }
+            None => wire::Out::stdout(),
+        },
         who: Identity {
             uid,
             gid,

@@ -67,6 +67,8 @@ pub fn confine() -> Result<bool, String> {
         for fd in 0..3 {
             libc::fchmod(fd, 0);
         }
+        // Room in the stream towards runner (best effort).
+        libc::fcntl(1, libc::F_SETPIPE_SZ, 1 << 20);
         if libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 {
             return Err(os_err("PR_SET_KEEPCAPS"));
         }

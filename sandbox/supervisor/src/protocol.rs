@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// Bumped on any change either end would misread.
 pub const VERSION: u32 = 1;
 /// Largest payload the supervisor puts in one frame.
-pub const CHUNK: usize = 64 << 10;
+pub const CHUNK: usize = 256 << 10;
 /// Largest frame accepted (header, payload and the header length). An
 /// exec's command and environment travel in its header, so this is above
 /// what Linux lets a program's arguments and environment hold (2 MiB).

@@ -1,5 +1,6 @@
-//! The supervisor's half of the stream: whole frames to stdout, one at a
-//! time, whichever thread sends them.
+//! The supervisor's half of the stream: whole frames to stdout (or to the
+//! FIFO runner gave it, `--out`), one at a time, whichever thread sends
+//! them.
 
 use std::io::Write;
 use std::sync::Mutex;
@@ -7,14 +8,27 @@ use std::sync::Mutex;
 use runner_supervisor::protocol::{Reply, encode};
 
 pub struct Out {
-    w: Mutex<std::io::Stdout>,
+    w: Mutex<Box<dyn Write + Send>>,
 }
 
 impl Out {
     pub fn stdout() -> Out {
         Out {
-            w: Mutex::new(std::io::stdout()),
+            w: Mutex::new(Box::new(std::io::stdout())),
         }
+    }
+
+    /// Frames to the FIFO `path` (opened for writing), which runner reads
+    /// directly, past the engine.
+    pub fn fifo(path: &str) -> std::io::Result<Out> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)?;
+        Ok(Out {
+            w: Mutex::new(Box::new(f)),
+        })
     }
 
     /// Writes one frame; blocks while runner is not reading (which bounds

@@ -222,6 +222,7 @@ pub fn spec(
     mount: &WorkspaceMount<'_>,
     kernel: Kernel,
     supervisor: Option<&str>,
+    channel: Option<&str>,
 ) -> ContainerCreateBody {
     let (uid, gid) = user;
     let mut tmpfs = HashMap::new();
@@ -286,6 +287,15 @@ pub fn spec(
             ..Default::default()
         },
     });
+    if let Some(dir) = channel {
+        mounts.get_or_insert_with(Vec::new).push(Mount {
+            target: Some(super::channel::DIR_IN_SANDBOX.into()),
+            source: Some(dir.into()),
+            typ: Some(MountType::BIND),
+            read_only: Some(true),
+            ..Default::default()
+        });
+    }
     let ulimit = |name: &str, v: i64| ResourcesUlimits {
         name: Some(name.into()),
         soft: Some(v),
@@ -350,7 +360,18 @@ pub fn spec(
     ContainerCreateBody {
         image: Some(cfg.image.clone()),
         entrypoint: Some(vec![SUPERVISOR_IN_SANDBOX.into()]),
-        cmd: Some(supervisor_args(cfg, uid, gid)),
+        cmd: Some({
+            let mut args = supervisor_args(cfg, uid, gid);
+            if channel.is_some() {
+                args.push("--out".into());
+                args.push(
+                    super::channel::Channel::in_sandbox()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+            }
+            args
+        }),
         open_stdin: Some(true),
         attach_stdin: Some(true),
         attach_stdout: Some(true),
@@ -415,6 +436,7 @@ pub async fn create_and_start(
     name: &str,
     body: ContainerCreateBody,
     upload: Option<(&str, &[u8])>,
+    fifo: &mut Option<tokio::net::unix::pipe::Receiver>,
 ) -> Result<(String, Lifeline), ExecError> {
     // Well before the creation: the daemon's clock may lag ours, and the
     // container filter leaves nothing older to replay anyway.
@@ -442,7 +464,7 @@ pub async fn create_and_start(
             return Err(e);
         }
     }
-    let lifeline = match Lifeline::attach(docker, &id, since).await {
+    let lifeline = match Lifeline::attach(docker, &id, since, fifo.take()).await {
         Ok(l) => l,
         Err(e) => {
             let _ = remove(docker, &id).await;
@@ -612,6 +634,7 @@ mod tests {
             &WorkspaceMount::None,
             Kernel::Host,
             Some("/sup"),
+            None,
         );
         let env = body.env.unwrap_or_default();
         assert_eq!(env, [format!("HOME={SANDBOX_HOME}")]);
@@ -638,6 +661,7 @@ mod tests {
                 &WorkspaceMount::None,
                 kernel,
                 Some("/sup"),
+                None,
             )
             .host_config
             .unwrap_or_default();

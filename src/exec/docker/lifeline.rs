@@ -49,7 +49,12 @@ pub struct Lifeline {
 impl Lifeline {
     /// Follows the container's events since `since` (unix seconds, before
     /// its creation) and attaches to its stdin. Call before starting it.
-    pub async fn attach(docker: &Docker, id: &str, since: u64) -> Result<Lifeline, ExecError> {
+    pub async fn attach(
+        docker: &Docker,
+        id: &str,
+        since: u64,
+        fifo: Option<tokio::net::unix::pipe::Receiver>,
+    ) -> Result<Lifeline, ExecError> {
         let ending = Arc::new(Mutex::new(Ending::default()));
         let watcher = tokio::spawn(watch(docker.clone(), id.to_string(), since, ending.clone()));
         let opts = AttachContainerOptionsBuilder::new()
@@ -72,13 +77,27 @@ impl Lifeline {
                 return Err(e);
             }
         };
-        let output = attached.output.map(|item| match item {
+        let attach = attached.output.map(|item| match item {
             Ok(LogOutput::StdErr { message }) => Ok(Chunk::Log(message)),
             Ok(other) => Ok(Chunk::Frames(other.into_bytes())),
             Err(e) => Err(e.to_string()),
         });
+        let output: crate::exec::supervisor::Output = match fifo {
+            None => Box::pin(attach),
+            // Frames come on the FIFO (see `channel`); the attach stream
+            // ending (the container gone) ends the whole stream.
+            Some(rx) => {
+                let ended = futures::stream::once(async {
+                    Err::<Chunk, String>("the container's stream closed".into())
+                });
+                Box::pin(futures::stream::select(
+                    fifo_chunks(rx),
+                    attach.chain(ended),
+                ))
+            }
+        };
         Ok(Lifeline {
-            supervisor: Supervisor::connect(attached.input, Box::pin(output)),
+            supervisor: Supervisor::connect(attached.input, output),
             ending,
             watcher,
         })
@@ -123,6 +142,25 @@ impl Drop for Lifeline {
     fn drop(&mut self) {
         self.watcher.abort();
     }
+}
+
+/// What the supervisor writes on the FIFO, as it comes.
+fn fifo_chunks(
+    rx: tokio::net::unix::pipe::Receiver,
+) -> impl futures::Stream<Item = Result<Chunk, String>> + Send {
+    futures::stream::unfold(Some(rx), |rx| async move {
+        use tokio::io::AsyncReadExt;
+        let mut rx = rx?;
+        let mut buf = vec![0u8; 256 << 10];
+        match rx.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(Chunk::Frames(bytes::Bytes::from(buf))), Some(rx)))
+            }
+            Err(e) => Some((Err(e.to_string()), None)),
+        }
+    })
 }
 
 /// Records the container's `oom` and `die` events until it dies or the

@@ -6,6 +6,7 @@
 
 mod backend;
 mod build;
+mod channel;
 mod client;
 mod config;
 mod container;
@@ -88,6 +89,9 @@ pub struct DockerExecutor {
     bash: Option<String>,
     /// The persistent shell's state; `None` with `--shell fresh`.
     session: Option<ShellSession>,
+    /// The supervisor's direct channel, when there is one (removed with
+    /// the executor).
+    _channel: Option<channel::Channel>,
     workdir: String,
     memory_bytes: i64,
     pids_limit: i64,
@@ -202,7 +206,26 @@ impl DockerExecutor {
         let upload = upload
             .as_deref()
             .map(|tar| (supervisor_binary::DIR_IN_SANDBOX, tar));
-        let mut body = container::spec(&cfg, ids, &mount, kernel, supervisor.as_deref());
+        // The frames past the engine, when it is local and runs the host's
+        // kernel (gVisor's file proxy is not asked to carry a FIFO).
+        let chan = (client::engine_is_local() && kernel == Kernel::Host)
+            .then(channel::Channel::open)
+            .flatten();
+        let (chan, mut fifo) = match chan {
+            Some((c, rx)) => (Some(c), Some(rx)),
+            None => (None, None),
+        };
+        let chan_dir = chan
+            .as_ref()
+            .map(|c| c.host_dir().to_string_lossy().into_owned());
+        let mut body = container::spec(
+            &cfg,
+            ids,
+            &mount,
+            kernel,
+            supervisor.as_deref(),
+            chan_dir.as_deref(),
+        );
         let bound_root = cfg.writable_rootfs && cfg.disk_bytes.is_some();
         if let (true, Some(size), Some(hc)) =
             (bound_root, cfg.disk_bytes, body.host_config.as_mut())
@@ -214,7 +237,8 @@ impl DockerExecutor {
                 size.to_string(),
             )]));
         }
-        let mut created = container::create_and_start(&docker, &name, body.clone(), upload).await;
+        let mut created =
+            container::create_and_start(&docker, &name, body.clone(), upload, &mut fifo).await;
         if bound_root && matches!(&created, Err(e) if e.to_string().contains("storage-opt")) {
             if let Some(hc) = body.host_config.as_mut() {
                 hc.storage_opt = None;
@@ -224,7 +248,7 @@ impl DockerExecutor {
                  this engine's storage driver has no quotas"
                     .to_string(),
             );
-            created = container::create_and_start(&docker, &name, body, upload).await;
+            created = container::create_and_start(&docker, &name, body, upload, &mut fifo).await;
         }
         let (id, lifeline) = match created {
             Ok(c) => c,
@@ -247,6 +271,7 @@ impl DockerExecutor {
             bash: None,
             session: (cfg.shell == ShellMode::Persistent)
                 .then(|| ShellSession::new(cfg.workdir.clone())),
+            _channel: chan,
             workdir: cfg.workdir.clone(),
             memory_bytes: cfg.memory_bytes,
             // The container's own limit, which the kill protocol raises
