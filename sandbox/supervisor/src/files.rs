@@ -24,11 +24,10 @@ fn code_of(e: &std::io::Error) -> i32 {
     }
 }
 
-/// `--read-file PATH MAX`: the regular file `PATH` on stdout, refused when
-/// it holds more than `MAX` bytes.
-pub fn read(path: &str, max: u64) -> ! {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
+/// Opens `path` as `opts` says, never through a link at it, and checks it
+/// is a regular file (a FIFO or a device is refused, not waited on).
+fn open_regular(opts: &mut std::fs::OpenOptions, path: &str) -> (std::fs::File, std::fs::Metadata) {
+    let f = opts
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .unwrap_or_else(|e| fail(code_of(&e), format!("{path}: {e}")));
@@ -38,6 +37,13 @@ pub fn read(path: &str, max: u64) -> ! {
     if !meta.is_file() {
         fail(codes::REFUSED, format!("{path} is not a regular file"));
     }
+    (f, meta)
+}
+
+/// `--read-file PATH MAX`: the regular file `PATH` on stdout, refused when
+/// it holds more than `MAX` bytes.
+pub fn read(path: &str, max: u64) -> ! {
+    let (f, meta) = open_regular(std::fs::OpenOptions::new().read(true), path);
     if meta.len() > max {
         fail(codes::TOO_BIG, format!("{path} holds {} bytes", meta.len()));
     }
@@ -74,20 +80,14 @@ pub fn write(path: &str) -> ! {
     {
         fail(code_of(&e), format!("{}: {e}", parent.display()));
     }
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .unwrap_or_else(|e| fail(code_of(&e), format!("{path}: {e}")));
-    let meta = f
-        .metadata()
-        .unwrap_or_else(|e| fail(codes::IO, format!("{path}: {e}")));
-    if !meta.is_file() {
-        fail(codes::REFUSED, format!("{path} is not a regular file"));
-    }
+    let (mut f, _) = open_regular(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644),
+        path,
+    );
     if let Err(e) = f.set_len(0) {
         fail(codes::IO, format!("{path}: {e}"));
     }
