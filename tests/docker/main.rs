@@ -17,3 +17,4 @@ mod lifecycle;
 mod limits;
 mod measure;
 mod pull;
+mod shell;

@@ -238,6 +238,7 @@ pub fn run(
         keep_background,
         nproc,
         state_bytes,
+        state_end,
         ..
     } = req
     else {
@@ -252,6 +253,7 @@ pub fn run(
         timeout: Duration::from_millis(timeout_ms),
         keep_background,
         state_bytes,
+        state_end: state_end.as_deref(),
     };
     let r = run_inner(shared, &job, feed, (tx, rx));
     shared
@@ -280,6 +282,7 @@ struct Job<'a> {
     timeout: Duration,
     keep_background: bool,
     state_bytes: Option<u64>,
+    state_end: Option<&'a str>,
 }
 
 fn run_inner(
@@ -298,6 +301,7 @@ fn run_inner(
         timeout,
         keep_background,
         state_bytes,
+        state_end,
     } = *job;
     let plan = plan(shared, argv, cwd, env, nproc)?;
     let io = |e: std::io::Error| e.to_string();
@@ -368,7 +372,7 @@ fn run_inner(
         }
         pump(shared, id, out_r, tx.clone(), done.clone())?;
         if let (Some(r), Some(max)) = (state_r, state_bytes) {
-            read_state(r, max, tx.clone())?;
+            read_state(r, max, state_end.map(str::to_string), tx.clone())?;
         }
         Ok(())
     })();
@@ -573,7 +577,7 @@ fn pump(
 }
 
 /// Collects the state descriptor, at most `max` bytes (more: `None`).
-fn read_state(r: OwnedFd, max: u64, tx: Sender<Event>) -> std::io::Result<()> {
+fn read_state(r: OwnedFd, max: u64, end: Option<String>, tx: Sender<Event>) -> std::io::Result<()> {
     std::thread::Builder::new().spawn(move || {
         let mut f = std::fs::File::from(r);
         let mut out = Vec::new();
@@ -587,6 +591,9 @@ fn read_state(r: OwnedFd, max: u64, tx: Sender<Event>) -> std::io::Result<()> {
                         over = true;
                     } else {
                         out.extend_from_slice(&buf[..n]);
+                        if end.as_ref().is_some_and(|e| out.ends_with(e.as_bytes())) {
+                            break;
+                        }
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

@@ -57,6 +57,10 @@ pub enum Request {
         /// Give the command file descriptor 3, a pipe whose content (at
         /// most this many bytes) comes back in the [`Reply::Exit`] payload.
         state_bytes: Option<u64>,
+        /// The state is complete once it ends with these bytes: read no
+        /// further (a background job may hold the descriptor open).
+        #[serde(default)]
+        state_end: Option<String>,
         /// stdin is a pipe fed by [`Request::Stdin`] frames, not
         /// `/dev/null`.
         stdin: bool,

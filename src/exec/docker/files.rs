@@ -114,6 +114,7 @@ async fn files_exec(
         keep_background: true,
         nproc: None,
         state_bytes: None,
+        state_end: None,
         stdin,
     };
     let stop = CancellationToken::new();

@@ -15,7 +15,7 @@ use super::kill::kill_command_processes;
 use super::lifeline::Lifeline;
 use super::oom::OomCounter;
 use crate::exec::capture::Capture;
-use crate::exec::shell::{MAX_STATE_BYTES, ShellSession};
+use crate::exec::shell::{MAX_STATE_BYTES, STATE_END, ShellSession};
 use crate::exec::supervisor::StreamError;
 use crate::exec::supervisor::run::{self as sup_run, Job, RunError};
 use crate::exec::{ExecError, ExecOutput, ExecRequest, background_killed_note};
@@ -119,6 +119,9 @@ pub async fn run(
         keep_background: t.keep_background,
         nproc: t.nproc.and_then(|n| u64::try_from(n).ok()),
         state_bytes,
+        // What the wrapper writes last: a kept background job may hold
+        // the descriptor open after it.
+        state_end: state_bytes.map(|_| format!("\0{STATE_END}\0")),
         stdin: None,
     };
     let mut tee_err: Option<std::io::Error> = None;

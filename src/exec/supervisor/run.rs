@@ -27,6 +27,8 @@ pub struct Job {
     pub nproc: Option<u64>,
     /// Collect up to this many bytes the command writes on fd 3.
     pub state_bytes: Option<u64>,
+    /// The state is whole once it ends with these bytes.
+    pub state_end: Option<String>,
     /// What the command reads on stdin; `None`: `/dev/null`.
     pub stdin: Option<Vec<u8>>,
 }
@@ -75,6 +77,7 @@ pub async fn run(
         keep_background: job.keep_background,
         nproc: job.nproc,
         state_bytes: job.state_bytes,
+        state_end: job.state_end,
         stdin: job.stdin.is_some(),
     };
     let frame = runner_supervisor::protocol::encode(&req, b"").len();
@@ -227,6 +230,7 @@ async fn file_helper(
         keep_background: true,
         nproc: None,
         state_bytes: None,
+        state_end: None,
         stdin,
     };
     // Room for the helper's one-line message on failure.
