@@ -22,10 +22,21 @@ impl Out {
     /// directly, past the engine.
     pub fn fifo(path: &str) -> std::io::Result<Out> {
         use std::os::unix::fs::OpenOptionsExt;
+        // Non-blocking: with no reader (not runner's kernel), the open
+        // fails at once instead of hanging the start.
         let f = std::fs::OpenOptions::new()
             .write(true)
-            .custom_flags(libc::O_CLOEXEC)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK)
             .open(path)?;
+        // Then blocking again: a full FIFO holds the writer back.
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
         Ok(Out {
             w: Mutex::new(Box::new(f)),
         })

@@ -7,7 +7,11 @@
 //!
 //! Only the supervisor can open it: the directory is 0700 and the FIFO
 //! 0600, both of the supervisor's uid, which no command has (root in the
-//! sandbox has no CAP_DAC_OVERRIDE). runner opens its end before the
+//! sandbox has no CAP_DAC_OVERRIDE). The exception is a sandbox started
+//! to let commands switch users (eval's verifier, whose `test.sh` drops
+//! the agent's code to an unprivileged uid): a root command there holds
+//! CAP_SETUID and could take any uid, the supervisor's included; only the
+//! task's own test script runs with it. runner opens its end before the
 //! sandbox starts and never opens anything in the directory again; the
 //! mount is read-only, so nothing in it can be replaced.
 

@@ -170,6 +170,11 @@ impl EngineInfo {
 
     /// The fields of security option `name` (`name=seccomp,profile=default`
     /// gives `{profile: default}`), or `None` when the engine lacks it.
+    /// Whether the engine remaps the sandbox's uids (userns-remap).
+    pub fn remaps_users(&self) -> bool {
+        self.option("userns").is_some()
+    }
+
     fn option(&self, name: &str) -> Option<BTreeMap<String, String>> {
         self.security_options.iter().find_map(|opt| {
             let mut fields = BTreeMap::new();

@@ -86,15 +86,7 @@ impl Lifeline {
             None => Box::pin(attach),
             // Frames come on the FIFO (see `channel`); the attach stream
             // ending (the container gone) ends the whole stream.
-            Some(rx) => {
-                let ended = futures::stream::once(async {
-                    Err::<Chunk, String>("the container's stream closed".into())
-                });
-                Box::pin(futures::stream::select(
-                    fifo_chunks(rx),
-                    attach.chain(ended),
-                ))
-            }
+            Some(rx) => Box::pin(merged(rx, Box::pin(attach))),
         };
         Ok(Lifeline {
             supervisor: Supervisor::connect(attached.input, output),
@@ -144,24 +136,79 @@ impl Drop for Lifeline {
     }
 }
 
-/// What the supervisor writes on the FIFO, as it comes.
-fn fifo_chunks(
+/// The supervisor's frames from the FIFO and its stderr from the attach
+/// stream, as they come. The attach stream ending means the container is
+/// gone: what the FIFO still holds (the supervisor's last frames) is read
+/// out first, then the stream ends.
+fn merged(
     rx: tokio::net::unix::pipe::Receiver,
+    attach: crate::exec::supervisor::Output,
 ) -> impl futures::Stream<Item = Result<Chunk, String>> + Send {
-    futures::stream::unfold(Some(rx), |rx| async move {
+    struct Merge {
+        rx: tokio::net::unix::pipe::Receiver,
+        attach: crate::exec::supervisor::Output,
+        /// The attach stream ended: drain the FIFO, then end.
+        draining: bool,
+        done: bool,
+    }
+    let start = Merge {
+        rx,
+        attach,
+        draining: false,
+        done: false,
+    };
+    futures::stream::unfold(start, |mut m| async move {
         use tokio::io::AsyncReadExt;
-        let mut rx = rx?;
-        let mut buf = vec![0u8; 256 << 10];
-        match rx.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok(Chunk::Frames(bytes::Bytes::from(buf))), Some(rx)))
-            }
-            Err(e) => Some((Err(e.to_string()), None)),
+        if m.done {
+            return None;
+        }
+        let mut buf = vec![0u8; FIFO_READ];
+        if m.draining {
+            // Nothing writes any more: whatever is left is final.
+            return match m.rx.try_read(&mut buf) {
+                Ok(n) if n > 0 => {
+                    buf.truncate(n);
+                    Some((Ok(Chunk::Frames(bytes::Bytes::from(buf))), m))
+                }
+                _ => {
+                    m.done = true;
+                    Some((Err("the container's stream closed".to_string()), m))
+                }
+            };
+        }
+        tokio::select! {
+            biased;
+            r = m.rx.read(&mut buf) => match r {
+                Ok(n) if n > 0 => {
+                    buf.truncate(n);
+                    Some((Ok(Chunk::Frames(bytes::Bytes::from(buf))), m))
+                }
+                Ok(_) => {
+                    m.done = true;
+                    Some((Err("the supervisor's channel closed".to_string()), m))
+                }
+                Err(e) => {
+                    m.done = true;
+                    Some((Err(e.to_string()), m))
+                }
+            },
+            item = m.attach.next() => match item {
+                Some(Ok(c)) => Some((Ok(c), m)),
+                Some(Err(e)) => {
+                    m.draining = true;
+                    Some((Ok(Chunk::Log(bytes::Bytes::from(format!("attach stream: {e}\n")))), m))
+                }
+                None => {
+                    m.draining = true;
+                    Some((Ok(Chunk::Log(bytes::Bytes::new())), m))
+                }
+            },
         }
     })
 }
+
+/// How much of the FIFO one read takes.
+const FIFO_READ: usize = 256 << 10;
 
 /// Records the container's `oom` and `die` events until it dies or the
 /// stream ends.

@@ -208,9 +208,16 @@ impl DockerExecutor {
             .map(|tar| (supervisor_binary::DIR_IN_SANDBOX, tar));
         // The frames past the engine, when it is local and runs the host's
         // kernel (gVisor's file proxy is not asked to carry a FIFO).
-        let chan = (client::engine_is_local() && kernel == Kernel::Host)
-            .then(channel::Channel::open)
-            .flatten();
+        // Not with user namespaces (the supervisor's uid is another on the
+        // host) nor with a runtime other than runc (a VM runtime's kernel
+        // is not runner's).
+        let plain = matches!(runtime.as_str(), "runc" | "crun");
+        let chan = (client::engine_is_local()
+            && kernel == Kernel::Host
+            && plain
+            && !engine.remaps_users())
+        .then(channel::Channel::open)
+        .flatten();
         let (chan, mut fifo) = match chan {
             Some((c, rx)) => (Some(c), Some(rx)),
             None => (None, None),
