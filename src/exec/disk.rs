@@ -257,14 +257,29 @@ impl Disk {
 }
 
 fn unmount(mount: &Path) -> Result<(), DiskError> {
-    match nix::mount::umount(mount) {
-        // EINVAL: not mounted (any more).
-        Ok(()) | Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOENT) => Ok(()),
-        Err(e) => Err(DiskError::io(format!("unmounting {}", mount.display()))(
-            io::Error::from(e),
-        )),
+    // A sandbox just removed may hold the mount for a moment more (its
+    // processes still dying): busy is retried for a while.
+    let until = std::time::Instant::now() + UNMOUNT_BUSY_LIMIT;
+    loop {
+        match nix::mount::umount(mount) {
+            // EINVAL: not mounted (any more).
+            Ok(()) | Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOENT) => {
+                return Ok(());
+            }
+            Err(nix::errno::Errno::EBUSY) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => {
+                return Err(DiskError::io(format!("unmounting {}", mount.display()))(
+                    io::Error::from(e),
+                ));
+            }
+        }
     }
 }
+
+/// How long an unmount may wait for a sandbox's mount to be let go.
+const UNMOUNT_BUSY_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn is_mounted(mount: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
@@ -330,6 +345,17 @@ pub fn recover_abandoned(in_use: &dyn Fn(&str) -> bool) -> Recovered {
 }
 
 fn recover_one(dir: &Path, state: State) -> Result<Option<PathBuf>, DiskError> {
+    // One recoverer at a time: `runner gc` and every sandbox start of every
+    // runner on this host sweep, and two copying the same work back at once
+    // would trip over each other's staging. A second one waits for the
+    // first, so that when it returns the work is back.
+    let handle = std::fs::File::open(dir).map_err(DiskError::io("opening a dead run's disk"))?;
+    let _lock = nix::fcntl::Flock::lock(handle, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| DiskError::io("locking a dead run's disk")(io::Error::from(e)))?;
+    // Finished by the one that held the lock before.
+    if !dir.join("state.json").exists() {
+        return Ok(None);
+    }
     let mount = dir.join("mnt");
     if !is_mounted(&mount) {
         if !image(dir).exists() {
