@@ -107,3 +107,31 @@ fn install_in(dir: &std::path::Path) -> std::io::Result<PathBuf> {
     tmp.persist(&path).map_err(|e| e.error)?;
     Ok(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// What the sandbox runs as its main process never comes from a
+    /// directory someone else may write: a planted, world-writable
+    /// `$TMPDIR/runner-UID` (or a link in its place) is refused.
+    #[test]
+    fn a_directory_others_may_write_or_a_link_is_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let open = base.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(install_in(&open).is_err());
+        let link = base.path().join("link");
+        let mine = base.path().join("mine");
+        std::fs::create_dir(&mine).unwrap();
+        std::os::unix::fs::symlink(&mine, &link).unwrap();
+        assert!(install_in(&link).is_err());
+        // A directory of its own works, and the copy is whole and 0555.
+        let p = install_in(&mine).unwrap();
+        let meta = std::fs::metadata(&p).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o555);
+        assert_eq!(meta.len(), u64::try_from(SUPERVISOR.len()).unwrap());
+    }
+}
