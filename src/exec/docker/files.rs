@@ -12,12 +12,10 @@ use super::client::ENGINE;
 use std::path::Path;
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
 use super::copy;
 use crate::exec::ExecError;
 use crate::exec::supervisor::Supervisor;
-use crate::exec::supervisor::run::{self as sup_run, Job, RunError};
+use crate::exec::supervisor::run::{self as sup_run, RunError};
 
 /// Longest an upload may take, whatever its size.
 const UPLOAD_LIMIT: Duration = Duration::from_secs(300);
@@ -105,48 +103,19 @@ async fn files_exec(
         "runner-files".to_string(),
     ];
     argv.extend(args.iter().map(|a| a.to_string()));
-    let job = Job {
-        argv,
-        cwd: "/".into(),
-        env: Vec::new(),
-        timeout: limit,
-        // tar starts nothing: what runs beside it is left alone.
-        keep_background: true,
-        nproc: None,
-        state_bytes: None,
-        state_end: None,
-        stdin,
-    };
-    let stop = CancellationToken::new();
-    let (mut seen, mut over) = (0u64, false);
     let mut sink_err = None;
-    let ended = sup_run::run(
-        sup,
-        job,
-        |b| {
-            let len = u64::try_from(b.len()).unwrap_or(u64::MAX);
-            let room = max_bytes.saturating_sub(seen);
-            let keep = usize::try_from(room.min(len)).unwrap_or(usize::MAX);
-            if sink_err.is_none()
-                && let Err(e) = sink(&b[..keep.min(b.len())])
-            {
-                sink_err = Some(e);
-                stop.cancel();
-            }
-            seen = seen.saturating_add(len);
-            if seen > max_bytes && !over {
-                // Refused: the rest is not worth reading.
-                over = true;
-                stop.cancel();
-            }
-        },
-        &stop,
-    )
+    let ended = sup_run::run_helper(sup, argv, stdin, limit, max_bytes, |b| match sink(b) {
+        Ok(()) => true,
+        Err(e) => {
+            sink_err = Some(e);
+            false
+        }
+    })
     .await;
     if let Some(e) = sink_err {
         return Err(ExecError::Io(e));
     }
-    let ended = match ended {
+    let (ended, over) = match ended {
         Ok(e) => e,
         Err(RunError::Spawn(m)) => return Err(ExecError::Spawn(m)),
         Err(e) => {

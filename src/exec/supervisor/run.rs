@@ -221,35 +221,18 @@ async fn file_helper(
 ) -> Result<Result<Vec<u8>, (FileFailure, String)>, RunError> {
     let mut argv = vec![super::binary::IN_SANDBOX.to_string()];
     argv.extend(args);
-    let job = Job {
-        argv,
-        cwd: "/".into(),
-        env: Vec::new(),
-        timeout: FILE_LIMIT,
-        // It starts nothing: what runs beside it is left alone.
-        keep_background: true,
-        nproc: None,
-        state_bytes: None,
-        state_end: None,
-        stdin,
-    };
     // Room for the helper's one-line message on failure.
-    let limit = max_out.saturating_add(4096);
-    let stop = CancellationToken::new();
     let mut out = Vec::new();
-    let mut over = false;
-    let ended = run(
+    let (ended, over) = run_helper(
         sup,
-        job,
+        argv,
+        stdin,
+        FILE_LIMIT,
+        max_out.saturating_add(4096),
         |b| {
-            if u64::try_from(out.len().saturating_add(b.len())).unwrap_or(u64::MAX) > limit {
-                over = true;
-                stop.cancel();
-            } else {
-                out.extend_from_slice(b);
-            }
+            out.extend_from_slice(b);
+            true
         },
-        &stop,
     )
     .await?;
     let too_long = u64::try_from(out.len()).unwrap_or(u64::MAX) > max_out;
@@ -273,6 +256,52 @@ async fn file_helper(
         text
     };
     Ok(Err((failure, text)))
+}
+
+/// Runs one of runner's own helper commands (`argv`, in `/`, with `stdin`
+/// when given), handing its output to `sink` up to `max` bytes. It starts
+/// nothing, so what runs beside it is left alone. Past `max`, or when
+/// `sink` says stop, the helper is killed; the flag says it went past.
+pub async fn run_helper(
+    sup: &Supervisor,
+    argv: Vec<String>,
+    stdin: Option<Vec<u8>>,
+    timeout: Duration,
+    max: u64,
+    mut sink: impl FnMut(&[u8]) -> bool,
+) -> Result<(Ended, bool), RunError> {
+    let job = Job {
+        argv,
+        cwd: "/".into(),
+        env: Vec::new(),
+        timeout,
+        keep_background: true,
+        nproc: None,
+        state_bytes: None,
+        state_end: None,
+        stdin,
+    };
+    let stop = CancellationToken::new();
+    let (mut seen, mut over) = (0u64, false);
+    let ended = run(
+        sup,
+        job,
+        |b| {
+            if stop.is_cancelled() {
+                return;
+            }
+            let len = u64::try_from(b.len()).unwrap_or(u64::MAX);
+            let keep = usize::try_from(max.saturating_sub(seen).min(len)).unwrap_or(usize::MAX);
+            seen = seen.saturating_add(len);
+            over = seen > max;
+            if !sink(&b[..keep.min(b.len())]) || over {
+                stop.cancel();
+            }
+        },
+        &stop,
+    )
+    .await?;
+    Ok((ended, over))
 }
 
 /// Longest a single file read or write may take.
