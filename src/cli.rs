@@ -11,6 +11,7 @@ use crate::config::{
     DEFAULT_MAX_COMMAND_TIMEOUT_SECS, DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, DEFAULT_MEMORY,
     DEFAULT_OUTPUT_LIMIT_BYTES, DEFAULT_TIMEOUT_SECS, DEFAULT_TOOLS, SandboxOptions,
 };
+use crate::eval::mode::GradingMode;
 use crate::eval::settings::{AgentKind, EvalSettings};
 use crate::exec::backend::{
     BackendKind, DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_PIDS_LIMIT, DEFAULT_USER, Network,
@@ -98,13 +99,17 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = DEFAULT_PIDS_LIMIT)]
     pub pids_limit: i64,
 
-    /// User of the agent's commands (uid[:gid]); the verifier always runs as root.
-    #[arg(long, default_value = DEFAULT_USER)]
-    pub user: String,
+    /// User of the agent's commands (name, uid, name:group or uid:gid), overriding every task's `[agent] user` and its image's USER (the default, as in Harbor: root when the image sets none).
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
 
-    /// Make the agent's root filesystem writable (grading never sees it).
+    /// Keep the agent's root filesystem read-only (Harbor's tasks expect to write anywhere: /etc, /usr/local, $HOME; runner's own runs are read-only by default).
     #[arg(long)]
-    pub writable_rootfs: bool,
+    pub read_only_rootfs: bool,
+
+    /// Where tests/test.sh runs, overriding each task's `[verifier] environment_mode`: shared (the agent's own container, its services running; Harbor's default), separate (a fresh verifier container with the task's artifacts), snapshot (a fresh container from a commit of the agent's), isolated (the pristine image plus only the working directory).
+    #[arg(long, value_name = "MODE", value_parser = parse_grading)]
+    pub grading: Option<GradingMode>,
 
     /// Most each attempt may put on the host's disk (512m, 10g, or `unlimited`).
     #[arg(long, default_value = DEFAULT_DISK)]
@@ -403,6 +408,10 @@ impl RunArgs {
     }
 }
 
+fn parse_grading(s: &str) -> Result<GradingMode, String> {
+    s.parse()
+}
+
 impl EvalArgs {
     /// The suite's settings these flags describe, not yet validated.
     pub fn settings(&self) -> EvalSettings {
@@ -421,7 +430,8 @@ impl EvalArgs {
             verifier_timeout_secs: self.verifier_timeout,
             pids_limit: self.pids_limit,
             user: self.user.clone(),
-            writable_rootfs: self.writable_rootfs,
+            read_only_rootfs: self.read_only_rootfs,
+            grading: self.grading,
             disk: self.disk.clone(),
             runtime: self.runtime.clone(),
             output_dir: self.output_dir.clone(),

@@ -1,7 +1,11 @@
 //! One attempt of one task: seed the workspace from the image (a copy of
-//! the suite's one seeding of it, see [`super::seed`]), run the agent
-//! (model, oracle or nop) in its own sandbox under the task's agent
-//! timeout, remove that sandbox, then grade in a fresh one.
+//! the suite's one seeding of it, see [`super::seed`]), start the agent's
+//! sandbox as Harbor's environment is (the image's user unless `[agent]
+//! user` says otherwise, HOME from its passwd entry, a writable root
+//! filesystem, the task's env and workdir, services kept running), run the
+//! agent (model, oracle or nop) under the task's agent timeout, collect
+//! the tamper signals, then grade as the attempt's grading mode says (see
+//! [`super::grade`]) and remove every sandbox.
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
@@ -11,15 +15,19 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
-use super::grade::{GradeError, GradeSpec, grade};
-use super::outcome::{Attempt, Status};
+use super::evidence;
+use super::grade::fresh::GradeSpec;
+use super::grade::{GradeError, Verdict};
+use super::mode::GradingMode;
+use super::outcome::{Attempt, ErrorKind, Status};
 use super::seed::SeedCache;
 use super::settings::AgentKind;
 use super::task::Task;
 use crate::agent::{Conversation, RunEnd};
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::event::{Event, Outcome};
-use crate::exec::backend::{Backend, Network, SandboxSpec};
+use crate::exec::accounts::{self, Account};
+use crate::exec::backend::{Backend, ImageSource, Network, SandboxSpec};
 use crate::exec::{ExecError, Executor};
 use crate::redact::Redactor;
 use crate::render::Human;
@@ -56,6 +64,10 @@ impl AgentEnd {
 
 /// How long the agent phase may take to wind down after its timeout.
 const WIND_DOWN: Duration = Duration::from_secs(30);
+/// Largest tree of artifacts handed to a separate verifier.
+const MAX_ARTIFACT_BYTES: u64 = 1 << 30;
+/// Where Harbor's agents publish artifacts by convention.
+const ARTIFACTS_DIR: &str = "/logs/artifacts";
 
 /// What every attempt of the suite shares.
 pub struct AttemptCtx {
@@ -69,6 +81,12 @@ pub struct AttemptCtx {
     pub agent_timeout_secs: Option<f64>,
     pub verifier_timeout_secs: Option<f64>,
     pub allow_internet: bool,
+    /// `--grading`: overrides every task's own mode.
+    pub grading: Option<GradingMode>,
+    /// `--user`: overrides the tasks' `[agent] user` and the images' USER.
+    pub user: Option<String>,
+    /// `--read-only-rootfs`: the agent's root filesystem stays read-only.
+    pub read_only_rootfs: bool,
     /// Where the agent's and the verifier's sandboxes come from.
     pub backend: Arc<dyn Backend>,
     /// Each image's working directory, seeded once for the suite.
@@ -96,15 +114,44 @@ enum PhaseError {
     Workspace(std::io::Error),
     #[error("seeding the workspace: {0}")]
     Seed(ExecError),
+    #[error("the task's user: {0}")]
+    User(String),
     #[error("agent sandbox: {0}")]
     Start(ExecError),
+    #[error("environment: {0}")]
+    Health(super::health::HealthError),
     /// The model API or the sandbox failed during the agent phase.
     #[error("{0}")]
     Agent(String),
     #[error("removing the agent sandbox: {0}")]
     Teardown(ExecError),
+    #[error("snapshot of the agent's sandbox: {0}")]
+    Snapshot(ExecError),
+    #[error("handing the artifacts over: {0}")]
+    Artifacts(ExecError),
     #[error("verifier: {0}")]
     Verify(GradeError),
+}
+
+impl PhaseError {
+    /// Whether the agent's files or processes can have caused it once the
+    /// agent phase is over (a sandbox the agent's code killed, content the
+    /// sandbox refused to move, processes that would not die); the engine
+    /// itself failing is never the agent's doing.
+    fn agent_caused(&self) -> bool {
+        let exec = match self {
+            PhaseError::Teardown(e) | PhaseError::Snapshot(e) | PhaseError::Artifacts(e) => e,
+            PhaseError::Verify(GradeError::Sandbox(e)) => e,
+            _ => return false,
+        };
+        matches!(
+            exec,
+            ExecError::Refused(_)
+                | ExecError::Workspace(_)
+                | ExecError::SandboxDied { .. }
+                | ExecError::Unrecoverable { .. }
+        )
+    }
 }
 
 /// What the prepare phase hands on: the agent's sandbox, running.
@@ -114,10 +161,15 @@ struct Prepared {
     task: Task,
     config: Config,
     workspace: Workspace,
-    /// The image's working directory, where the agent works.
+    /// Where the agent works (the task's workdir or the image's).
     workdir: String,
     run_id: String,
     executor: Arc<dyn Executor>,
+    /// Who the agent's commands run as.
+    agent: Account,
+    /// Who test.sh runs as (`[verifier] user`, else the image's user).
+    verifier: Account,
+    mode: GradingMode,
 }
 
 /// Runs one attempt; never fails: every problem becomes a recorded outcome.
@@ -141,12 +193,13 @@ pub async fn run(
     rec.phases.image_ms = image_ms;
     if let Err(e) = phases(ctx, task, image, attempt, &run_path, &mut rec, cancel).await {
         rec.status = Status::Error;
+        rec.error_kind = Some(ErrorKind::Infrastructure);
         rec.error = Some(e.to_string());
     }
     finish(rec, started)
 }
 
-/// Prepare, agent, teardown, verify; each fills in `rec`.
+/// Prepare, agent, evidence, grading, teardown; each fills in `rec`.
 async fn phases(
     ctx: &AttemptCtx,
     task: &Task,
@@ -160,6 +213,17 @@ async fn phases(
     rec.image = Some(image.clone());
     let setup_start = Instant::now();
     let p = prepare(ctx, task, &image, attempt, run_path, rec).await?;
+    if let Some(hc) = &p.task.healthcheck {
+        let healthy = super::health::wait_healthy(p.executor.as_ref(), hc, cancel).await;
+        if let Err(e) = healthy {
+            p.executor.shutdown().await.map_err(PhaseError::Teardown)?;
+            if matches!(e, super::health::HealthError::Interrupted) {
+                rec.status = Status::Interrupted;
+                return Ok(());
+            }
+            return Err(PhaseError::Health(e));
+        }
+    }
     rec.phases.setup_ms = ms(setup_start);
 
     let agent_start = Instant::now();
@@ -187,17 +251,17 @@ async fn phases(
         final_text: end.final_text.clone(),
     });
 
-    // Teardown: the sandbox goes (and its processes with it) before
-    // grading starts.
-    p.executor.shutdown().await.map_err(PhaseError::Teardown)?;
-    if cancel.is_cancelled() {
-        rec.status = Status::Interrupted;
-        return Ok(());
-    }
     // solve.sh stopped by the agent timeout is the solution running long,
     // graded like any agent over its time.
     let solution_ran_long = ctx.agent == AgentKind::Oracle && timed_out;
-    if end.outcome == Outcome::Error && blame == Blame::Infrastructure && !solution_ran_long {
+    let infra =
+        end.outcome == Outcome::Error && blame == Blame::Infrastructure && !solution_ran_long;
+    if cancel.is_cancelled() || infra {
+        p.executor.shutdown().await.map_err(PhaseError::Teardown)?;
+        if cancel.is_cancelled() {
+            rec.status = Status::Interrupted;
+            return Ok(());
+        }
         // The model API or the sandbox failed: not the agent's fault.
         return Err(PhaseError::Agent(
             end.error.unwrap_or_else(|| "the agent phase failed".into()),
@@ -205,29 +269,217 @@ async fn phases(
     }
 
     let verify_start = Instant::now();
-    let verdict = verify(ctx, &p, &image, cancel).await;
+    rec.signals = collect_signals(p.executor.as_ref(), &p.agent.home).await;
+    let verdict = grade(ctx, &p, &image, run_path, cancel).await;
     rec.phases.verifier_ms = ms(verify_start);
     let log_path = run_path.join("verifier.log");
     rec.verifier_log = log_path.exists().then_some(log_path);
+    let verdict = match verdict {
+        Ok(v) => v,
+        Err(PhaseError::Verify(GradeError::Interrupted)) => {
+            rec.status = Status::Interrupted;
+            return Ok(());
+        }
+        // What the agent left made grading impossible: its fail, never an
+        // error that would leave the pass rate.
+        Err(e) if e.agent_caused() => Verdict::Failed(e.to_string()),
+        Err(e) => return Err(e),
+    };
     match verdict {
-        Ok(v) => {
-            rec.reward = Some(v.reward);
-            rec.pass = v.reward >= 1.0;
+        Verdict::Rewarded { metrics, source } => {
+            rec.pass = Verdict::passed(&metrics);
+            rec.reward = Verdict::headline(&metrics);
             rec.status = if rec.pass { Status::Pass } else { Status::Fail };
             if !rec.pass {
+                let below: Vec<String> = metrics
+                    .iter()
+                    .filter(|(_, v)| **v < 1.0)
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect();
                 rec.failure = Some(format!(
-                    "reward {} ({}); agent: {}",
-                    v.reward, v.source, rec.agent_outcome
+                    "{} below 1 ({source}); agent: {}",
+                    below.join(", "),
+                    rec.agent_outcome
                 ));
             }
-            Ok(())
+            rec.metrics = metrics;
         }
-        Err(GradeError::Interrupted) => {
-            rec.status = Status::Interrupted;
-            Ok(())
+        Verdict::Failed(why) => {
+            rec.status = Status::Fail;
+            rec.failure = Some(format!("{why}; agent: {}", rec.agent_outcome));
         }
-        Err(e) => Err(PhaseError::Verify(e)),
+        Verdict::NoReward(why) => {
+            rec.status = Status::Error;
+            rec.error_kind = Some(ErrorKind::Task);
+            rec.error = Some(why);
+        }
     }
+    Ok(())
+}
+
+/// What the agent changed on the verifier's path, and what it left
+/// running, read before grading starts (a backend that cannot tell gives
+/// none).
+async fn collect_signals(executor: &dyn Executor, home: &str) -> Vec<evidence::Signal> {
+    let mut signals = Vec::new();
+    match executor.changes().await {
+        Ok(changes) => signals.extend(evidence::from_changes(&changes, Some(home))),
+        Err(ExecError::Unsupported(_)) => {}
+        Err(e) => tracing::warn!("cannot list the agent sandbox's changes: {e}"),
+    }
+    match executor.processes().await {
+        Ok(procs) => signals.extend(evidence::from_processes(&procs)),
+        Err(ExecError::Unsupported(_)) => {}
+        Err(e) => tracing::warn!("cannot list the agent sandbox's processes: {e}"),
+    }
+    signals
+}
+
+/// Grades as `p.mode` says; the agent's sandbox is removed on every path.
+async fn grade(
+    ctx: &AttemptCtx,
+    p: &Prepared,
+    image: &str,
+    run_path: &Path,
+    cancel: &CancellationToken,
+) -> Result<Verdict, PhaseError> {
+    let fresh = |image| fresh_spec(ctx, p, image);
+    match p.mode {
+        GradingMode::Shared => {
+            let verdict = super::grade::shared::grade(
+                p.executor.as_ref(),
+                &p.task,
+                (p.agent.uid, p.agent.gid),
+                (p.verifier.uid, p.verifier.gid),
+                &p.verifier.home,
+                &p.run_dir,
+                cancel,
+            )
+            .await;
+            let removed = p.executor.shutdown().await;
+            let verdict = verdict.map_err(PhaseError::Verify)?;
+            removed.map_err(PhaseError::Teardown)?;
+            Ok(verdict)
+        }
+        GradingMode::Isolated => {
+            p.executor.shutdown().await.map_err(PhaseError::Teardown)?;
+            super::grade::fresh::grade(fresh(image), cancel)
+                .await
+                .map_err(PhaseError::Verify)
+        }
+        GradingMode::Snapshot => {
+            let snap = p.executor.snapshot().await;
+            p.executor.shutdown().await.map_err(PhaseError::Teardown)?;
+            let snap = snap.map_err(PhaseError::Snapshot)?;
+            let spec = GradeSpec {
+                agent_files_here: true,
+                ..fresh(&snap)
+            };
+            let verdict = super::grade::fresh::grade(spec, cancel).await;
+            if let Err(e) = ctx.backend.remove_image(&snap).await {
+                tracing::warn!("cannot remove the snapshot {snap}: {e}");
+            }
+            verdict.map_err(PhaseError::Verify)
+        }
+        GradingMode::Separate => {
+            let staged = collect_artifacts(p, run_path).await;
+            p.executor.shutdown().await.map_err(PhaseError::Teardown)?;
+            let uploads = staged.map_err(PhaseError::Artifacts)?;
+            // Harbor's precedence: `[verifier.environment] docker_image`,
+            // else an image built from tests/ (which then bundles the
+            // tests), else a fresh copy of the task's own environment.
+            let tests_dir = p.task.tests_dir();
+            let bundled = p.task.verifier_image.is_none() && tests_dir.join("Dockerfile").is_file();
+            let source = match &p.task.verifier_image {
+                Some(img) => Some(ImageSource::Named(img)),
+                None if bundled => Some(ImageSource::Build {
+                    context: &tests_dir,
+                    timeout: Duration::from_secs_f64(p.task.build_timeout_secs),
+                    label: &p.task.name,
+                }),
+                None => None,
+            };
+            let verifier_image = match source {
+                Some(src) => ctx
+                    .backend
+                    .prepare_image(src)
+                    .await
+                    .map_err(|e| PhaseError::Image(format!("verifier image: {e}")))?,
+                None => image.to_string(),
+            };
+            let spec = GradeSpec {
+                workspace: None,
+                uploads,
+                upload_tests: !bundled,
+                ..fresh(&verifier_image)
+            };
+            super::grade::fresh::grade(spec, cancel)
+                .await
+                .map_err(PhaseError::Verify)
+        }
+    }
+}
+
+/// Grading in a fresh sandbox of `image`, with the workspace copied in.
+fn fresh_spec<'a>(ctx: &'a AttemptCtx, p: &'a Prepared, image: &'a str) -> GradeSpec<'a> {
+    GradeSpec {
+        task: &p.task,
+        image,
+        workspace: Some(p.workspace.path()),
+        workdir: &p.workdir,
+        uploads: Vec::new(),
+        network: p.config.sandbox.network,
+        backend: ctx.backend.as_ref(),
+        runtime: p.config.sandbox.runtime.clone(),
+        run_id: format!("{}-verify", p.run_id),
+        run_dir: &p.run_dir,
+        redactor: &ctx.redactor,
+        agent_files_here: false,
+        upload_tests: true,
+        verifier_user: Some((p.verifier.uid, p.verifier.gid)),
+    }
+}
+
+/// Copies the task's artifacts (and the conventional /logs/artifacts) out
+/// of the agent's sandbox into the run directory, for a separate verifier:
+/// each a directory uploaded back to its own path.
+async fn collect_artifacts(
+    p: &Prepared,
+    run_path: &Path,
+) -> Result<Vec<(PathBuf, String)>, ExecError> {
+    let root = run_path.join("artifacts");
+    let mut sources: Vec<String> = vec![ARTIFACTS_DIR.to_string()];
+    for a in &p.task.artifacts {
+        if a.service.as_deref().is_some_and(|s| s != "main") {
+            continue;
+        }
+        let src = if a.source.starts_with('/') {
+            a.source.clone()
+        } else {
+            format!("{}/{}", p.workdir, a.source)
+        };
+        if !sources.contains(&src) {
+            sources.push(src);
+        }
+    }
+    let mut uploads = Vec::new();
+    for (i, src) in sources.into_iter().enumerate() {
+        let host = root.join(i.to_string());
+        std::fs::create_dir_all(&host)?;
+        match p
+            .executor
+            .download_dir(&p.executor.path(&src), &host, MAX_ARTIFACT_BYTES)
+            .await
+        {
+            Ok(()) => uploads.push((host, src)),
+            // An artifact the agent did not make is not handed over.
+            Err(e) if !e.is_fatal() || matches!(e, ExecError::Refused(_)) => {
+                tracing::info!("artifact {src} not collected: {e}");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(uploads)
 }
 
 /// Makes the run directory and the workspace, seeds it from the image and
@@ -243,6 +495,8 @@ async fn prepare(
 ) -> Result<Prepared, PhaseError> {
     let (network, network_note) = network_for(task.allow_internet, ctx.allow_internet);
     rec.network = network_note;
+    let mode = ctx.grading.or(task.grading).unwrap_or(GradingMode::Shared);
+    rec.grading = Some(mode);
     let budget = ctx.disk_bytes.unwrap_or(u64::MAX);
     let run_dir = RunDir::create(run_path, ctx.redactor.clone(), budget)?;
     rec.trajectory = Some(run_dir.trajectory_path());
@@ -260,42 +514,75 @@ async fn prepare(
         task.memory_bytes = m;
     }
     let run_id = format!("{}-{}-{}", ctx.suite_id, task.name, attempt);
-    let config = attempt_config(ctx, &task, image, network)?;
     let workspace = Workspace::prepare(None).map_err(PhaseError::Workspace)?;
-    rec.runtime = config.sandbox.runtime.clone();
     // Recorded once the sandbox runs, with what the engine enforces on it.
-    let started_event = |security: Option<serde_json::Value>| {
-        let mut run = config.public_json();
+    let started_event = |config: serde_json::Value, security: Option<serde_json::Value>| {
+        let mut run = config;
         if let Some(s) = security {
             run["sandbox_security"] = s;
         }
         Event::RunStarted {
             run_id: run_id.clone(),
             config: serde_json::json!({"eval": {"task": task.name, "attempt": attempt,
-                "agent": ctx.agent.as_str(), "network": rec.network}, "run": run}),
+                "agent": ctx.agent.as_str(), "network": rec.network,
+                "grading": mode.as_str()}, "run": run}),
         }
     };
-    let seeded = ctx.seeds.seed(image, workspace.path(), &run_id).await;
-    let workdir = match seeded {
-        Ok(s) => s.workdir,
+    let seeded = match ctx.seeds.seed(image, workspace.path(), &run_id).await {
+        Ok(s) => s,
         Err(e) => {
-            run_dir.record(&started_event(None));
+            run_dir.record(&started_event(serde_json::Value::Null, None));
             return Err(PhaseError::Seed(e));
         }
     };
-    // The agent works in the image's working directory, as Harbor's agents do.
+    let workdir = task
+        .workdir
+        .clone()
+        .unwrap_or_else(|| seeded.workdir.clone());
+    // Who the agent is, as Harbor decides: `--user`, else `[agent] user`,
+    // else the image's USER (root when it has none); HOME from passwd.
+    let resolve = |user: &str| {
+        accounts::resolve(user, seeded.passwd.as_deref(), seeded.group.as_deref())
+            .map_err(PhaseError::User)
+    };
+    let image_user = seeded.image_user.clone().unwrap_or_default();
+    let agent_user = ctx
+        .user
+        .clone()
+        .or_else(|| task.agent_user.clone())
+        .unwrap_or_else(|| image_user.clone());
+    let agent = resolve(&agent_user)?;
+    let verifier = resolve(task.verifier_user.as_deref().unwrap_or(&image_user))?;
+    let config = attempt_config(ctx, &task, image, network, &agent)?;
+    rec.runtime = config.sandbox.runtime.clone();
+    let mut env = vec![("HOME".to_string(), agent.home.clone())];
+    env.extend(task.env.iter().cloned());
+    let base = sandbox_spec(&config, &workspace, &run_id, &ctx.redactor);
+    let mut spec_env = base.env.clone();
+    for (k, v) in env {
+        spec_env.retain(|(e, _)| *e != k);
+        spec_env.push((k, v));
+    }
+    // The agent works where the task says, as Harbor's agents do; what it
+    // starts in the background keeps running (services the tests use).
     let spec = SandboxSpec {
         workdir: Some(workdir.clone()),
-        ..sandbox_spec(&config, &workspace, &run_id, &ctx.redactor)
+        env: spec_env,
+        keep_background: true,
+        ..base
     };
+    rec.loosenings = ctx.backend.loosenings(&spec);
+    rec.loosenings
+        .push("background processes keep running between commands (the agent's services)".into());
+    let public = config.public_json();
     let executor = match ctx.backend.start(spec).await {
         Ok(x) => x,
         Err(e) => {
-            run_dir.record(&started_event(None));
+            run_dir.record(&started_event(public, None));
             return Err(PhaseError::Start(e));
         }
     };
-    run_dir.record(&started_event(executor.sandbox_security()));
+    run_dir.record(&started_event(public, executor.sandbox_security()));
     rec.runtime = executor
         .sandbox_security()
         .and_then(|s| s["runtime"].as_str().map(str::to_string));
@@ -307,6 +594,9 @@ async fn prepare(
         workdir,
         run_id,
         executor,
+        agent,
+        verifier,
+        mode,
     })
 }
 
@@ -349,31 +639,6 @@ async fn agent(ctx: &AttemptCtx, p: &Prepared, cancel: &CancellationToken) -> (A
     }
 }
 
-/// Grades the agent's workspace in a fresh sandbox.
-async fn verify(
-    ctx: &AttemptCtx,
-    p: &Prepared,
-    image: &str,
-    cancel: &CancellationToken,
-) -> Result<super::grade::Verdict, GradeError> {
-    grade(
-        GradeSpec {
-            task: &p.task,
-            image,
-            workspace: p.workspace.path(),
-            workdir: &p.workdir,
-            network: p.config.sandbox.network,
-            backend: ctx.backend.as_ref(),
-            runtime: p.config.sandbox.runtime.clone(),
-            run_id: format!("{}-verify", p.run_id),
-            run_dir: &p.run_dir,
-            redactor: &ctx.redactor,
-        },
-        cancel,
-    )
-    .await
-}
-
 fn finish(mut rec: Attempt, started: Instant) -> Attempt {
     rec.phases.total_ms = ms(started);
     rec
@@ -397,18 +662,27 @@ fn network_for(task_allows: bool, flag: bool) -> (Network, String) {
 }
 
 /// The run configuration of this attempt: the shared flags with the task's
-/// image, limits and network.
+/// image, limits, network, disk and user.
 fn attempt_config(
     ctx: &AttemptCtx,
     task: &Task,
     image: &str,
     network: Network,
+    agent: &Account,
 ) -> Result<Config, ConfigError> {
     let mut b = ctx.base.clone();
     b.sandbox.image = image.to_string();
     b.sandbox.cpus = task.cpus;
     b.sandbox.memory = task.memory_bytes.to_string();
     b.sandbox.network = network;
+    if !ctx.backend.capabilities().name.eq("local") {
+        b.sandbox.user = format!("{}:{}", agent.uid, agent.gid);
+    }
+    // Harbor's environment: the root filesystem is the task's to change.
+    b.sandbox.writable_rootfs = !ctx.read_only_rootfs;
+    if let Some(bytes) = task.storage_bytes {
+        b.sandbox.disk = bytes.to_string();
+    }
     b.max_time_secs = Some(crate::convert::u64_from_f64(task.agent_timeout_secs.ceil()));
     b.build()
 }
@@ -470,7 +744,12 @@ async fn agent_phase(
         }
         AgentKind::Oracle => {
             let timeout = Duration::from_secs_f64(task.agent_timeout_secs);
-            match super::oracle::run(task, executor, run_dir, timeout, cancel).await {
+            let dest = if config.sandbox.writable_rootfs {
+                super::oracle::SOLUTION_DIR
+            } else {
+                super::oracle::SOLUTION_DIR_READ_ONLY_ROOT
+            };
+            match super::oracle::run(task, executor, dest, run_dir, timeout, cancel).await {
                 Ok(solved) if solved.exit_code == 0 => {
                     ended(Outcome::Completed, None, Some(solved.output), Blame::Agent)
                 }

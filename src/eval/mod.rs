@@ -6,8 +6,11 @@
 //! report with what finished, and exits 130.
 
 pub mod attempt;
+pub mod evidence;
 pub mod grade;
+pub mod health;
 pub mod image;
+pub mod mode;
 pub mod oracle;
 pub mod outcome;
 pub mod report;
@@ -25,6 +28,7 @@ use tokio::sync::{OnceCell, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigBuilder, ConfigError, SandboxOptions};
+use crate::exec::backend::DEFAULT_USER;
 use crate::exec::backend::backend_for;
 use crate::hints::Failure;
 use crate::redact::Redactor;
@@ -166,6 +170,9 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         agent_timeout_secs: args.agent_timeout_secs,
         verifier_timeout_secs: args.verifier_timeout_secs,
         allow_internet: args.allow_internet,
+        grading: args.grading,
+        user: args.user.clone(),
+        read_only_rootfs: args.read_only_rootfs,
         disk_bytes: probe.sandbox.disk_bytes,
         suite_id: suite_id.clone(),
         human,
@@ -191,6 +198,7 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         "attempts_per_task": args.attempts,
         "min_pass_rate": args.min_pass_rate,
         "allow_internet": args.allow_internet,
+        "grading": args.grading.map(|g| g.as_str()),
         "runtime": runtime,
         "interrupted": cancel.is_cancelled(),
         "started_at": chrono::Local::now() - chrono::Duration::from_std(elapsed).unwrap_or_default(),
@@ -219,8 +227,9 @@ fn base_config(args: &EvalSettings) -> ConfigBuilder {
         sandbox: SandboxOptions {
             backend: args.backend,
             pids_limit: args.pids_limit,
-            user: args.user.clone(),
-            writable_rootfs: args.writable_rootfs,
+            // Per attempt: the task's user and a writable root (see attempt).
+            user: DEFAULT_USER.to_string(),
+            writable_rootfs: !args.read_only_rootfs,
             disk: args.disk.clone(),
             runtime: args.runtime.clone(),
             ..SandboxOptions::default()

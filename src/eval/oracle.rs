@@ -30,16 +30,18 @@ pub struct Solved {
     pub output: String,
 }
 
-/// Where solution/ goes in the sandbox: writable whatever the root (the
-/// agent's root is read-only), and not the workspace, which must not get
-/// the solution's files.
-const SOLUTION_DIR: &str = "/tmp/runner-solution";
+/// Where solution/ goes in the sandbox, as in Harbor; not the workspace,
+/// which must not get the solution's files.
+pub const SOLUTION_DIR: &str = "/solution";
+/// Where it goes when the root filesystem is read-only (`--read-only-rootfs`).
+pub const SOLUTION_DIR_READ_ONLY_ROOT: &str = "/tmp/runner-solution";
 
-/// Sends solution/ into the sandbox through its files API and runs
-/// solve.sh in the workspace.
+/// Sends solution/ into the sandbox (at `dest`) through its files API and
+/// runs solve.sh in the working directory with `[solution] env`.
 pub async fn run(
     task: &Task,
     executor: Arc<dyn Executor>,
+    dest: &str,
     run_dir: &RunDir,
     timeout: Duration,
     cancel: &CancellationToken,
@@ -48,16 +50,17 @@ pub async fn run(
     if !dir.join("solve.sh").is_file() {
         return Err(OracleError::Missing(task.dir.clone()));
     }
-    let solution = executor.path(SOLUTION_DIR);
+    let solution = executor.path(dest);
     executor
         .upload_dir(&dir, &solution)
         .await
         .map_err(OracleError::Upload)?;
-    let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+    let quote = super::grade::quote;
+    let exports = super::grade::exports(&task.solution_env);
     let out = executor
         .execute(ExecRequest {
             command: format!(
-                "cd {} && exec bash {}/solve.sh",
+                "{exports}cd {} && exec bash {}/solve.sh",
                 quote(&executor.workdir()),
                 quote(&solution)
             ),

@@ -15,8 +15,10 @@ pub enum Status {
     Pass,
     /// Graded, reward < 1 (whatever the agent did).
     Fail,
-    /// Infrastructure failed (image, Docker, sandbox, verifier): neither a
-    /// pass nor an ordinary fail.
+    /// Not graded: the infrastructure failed (image, engine, sandbox, the
+    /// model API), which leaves the pass rate; or test.sh left no usable
+    /// reward (an error of the task, see [`ErrorKind`]), which counts as
+    /// not passed.
     Error,
     /// Stopped or never started because of Ctrl-C.
     Interrupted,
@@ -31,6 +33,18 @@ impl Status {
             Status::Interrupted => "interrupted",
         }
     }
+}
+
+/// Whose error an `error` attempt is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// runner, the engine, the sandbox or the model API: not counted in
+    /// the pass rate.
+    Infrastructure,
+    /// The task's verifier ended without a usable reward file (Harbor's
+    /// RewardFileNotFoundError): counted as not passed.
+    Task,
 }
 
 /// How long each phase took, in milliseconds.
@@ -64,8 +78,21 @@ pub struct Attempt {
     pub phases: Phases,
     /// Why an attempt failed (`fail`), in one line.
     pub failure: Option<String>,
-    /// The infrastructure error (`error`).
+    /// The error (`error`).
     pub error: Option<String>,
+    /// Whose error it is (`error` only).
+    pub error_kind: Option<ErrorKind>,
+    /// Where test.sh ran (`shared`, `separate`, `snapshot`, `isolated`).
+    pub grading: Option<super::mode::GradingMode>,
+    /// The verifier's named metrics (`reward` alone for reward.txt); the
+    /// pass rule: every one at least 1.
+    pub metrics: std::collections::BTreeMap<String, f64>,
+    /// What the agent changed on the verifier's path, and what it left
+    /// running when grading started: evidence, not a verdict.
+    pub signals: Vec<super::evidence::Signal>,
+    /// Every way the attempt's sandbox was weaker than runner's default
+    /// one (the agent's environment as Harbor gives it).
+    pub loosenings: Vec<String>,
     /// `none` or `bridge`, and why when the task wanted the internet.
     pub network: String,
     /// The container runtime of the attempt's sandboxes (`runc`, `runsc`...),
@@ -78,6 +105,13 @@ pub struct Attempt {
 }
 
 impl Attempt {
+    /// Whether it counts in the pass rate's denominator: graded, or an
+    /// error of the task.
+    pub fn counted(&self) -> bool {
+        matches!(self.status, Status::Pass | Status::Fail)
+            || (self.status == Status::Error && self.error_kind == Some(ErrorKind::Task))
+    }
+
     /// An attempt that never ran.
     pub fn not_run(
         task: &str,
@@ -102,7 +136,12 @@ impl Attempt {
             cost_usd: 0.0,
             phases: Phases::default(),
             failure: None,
+            error_kind: (status == Status::Error).then_some(ErrorKind::Infrastructure),
             error: (status == Status::Error && !why.is_empty()).then_some(why),
+            grading: None,
+            metrics: Default::default(),
+            signals: Vec::new(),
+            loosenings: Vec::new(),
             network: "none".into(),
             runtime: None,
             image: None,
@@ -118,6 +157,9 @@ impl Attempt {
     pub fn redacted(mut self, redactor: &Redactor) -> Attempt {
         for text in [&mut self.failure, &mut self.error].into_iter().flatten() {
             *text = redactor.redact(text).into_owned();
+        }
+        for s in &mut self.signals {
+            s.detail = redactor.redact(&s.detail).into_owned();
         }
         self
     }

@@ -40,8 +40,11 @@ pub struct Totals {
     pub failed: usize,
     pub errors: usize,
     pub interrupted: usize,
-    /// passed / (passed + failed): infrastructure errors and interrupted
-    /// attempts are neither passes nor fails.
+    /// Errors of the tasks' verifiers (no usable reward file), counted as
+    /// not passed; the rest of `errors` are infrastructure errors.
+    pub task_errors: usize,
+    /// passed / (passed + failed + task_errors): infrastructure errors and
+    /// interrupted attempts are neither passes nor fails.
     pub pass_rate: f64,
     /// Mean over tasks of (passes / attempts).
     pub pass_at_1: f64,
@@ -76,6 +79,7 @@ pub fn summarize(attempts: &[Attempt], k: u32, duration: Duration) -> (Vec<TaskS
         .collect();
     let count = |s: Status| attempts.iter().filter(|a| a.status == s).count();
     let (passed, failed) = (count(Status::Pass), count(Status::Fail));
+    let counted = attempts.iter().filter(|a| a.counted()).count();
     let rewards: Vec<f64> = attempts.iter().filter_map(|a| a.reward).collect();
     let mut usage = Usage::default();
     for a in attempts {
@@ -89,10 +93,11 @@ pub fn summarize(attempts: &[Attempt], k: u32, duration: Duration) -> (Vec<TaskS
         failed,
         errors: count(Status::Error),
         interrupted: count(Status::Interrupted),
-        pass_rate: if passed + failed == 0 {
+        task_errors: counted - passed - failed,
+        pass_rate: if counted == 0 {
             0.0
         } else {
-            passed as f64 / (passed + failed) as f64
+            passed as f64 / counted as f64
         },
         pass_at_1: tasks
             .iter()
@@ -151,7 +156,10 @@ pub fn junit(attempts: &[Attempt], duration: Duration) -> Result<String, String>
             Status::Error => {
                 let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
                 s.set_message(a.error.clone().unwrap_or_else(|| "error".into()));
-                s.set_type("infrastructure");
+                s.set_type(match a.error_kind {
+                    Some(super::outcome::ErrorKind::Task) => "task",
+                    _ => "infrastructure",
+                });
                 s
             }
             Status::Interrupted => {
@@ -165,13 +173,22 @@ pub fn junit(attempts: &[Attempt], duration: Duration) -> Result<String, String>
         case.set_time(Duration::from_millis(a.phases.total_ms));
         // Properties inside a testcase are outside the common JUnit schema
         // (Jenkins junit-10), so the reward and outcome go to system-out.
-        case.set_system_out(format!(
-            "reward: {}\nagent_outcome: {}\nruntime: {}\nrun_dir: {}\n",
+        let mut out = format!(
+            "reward: {}\nmetrics: {}\ngrading: {}\nagent_outcome: {}\nruntime: {}\nrun_dir: {}\n",
             fmt_reward(a),
+            fmt_metrics(a),
+            fmt_grading(a),
             a.agent_outcome,
             a.runtime.as_deref().unwrap_or("-"),
             a.run_dir.display()
-        ));
+        );
+        for sig in &a.signals {
+            let _ = writeln!(out, "signal: {}: {}", sig.kind, sig.detail);
+        }
+        for l in &a.loosenings {
+            let _ = writeln!(out, "loosening: {l}");
+        }
+        case.set_system_out(out);
         suite.add_test_case(case);
     }
     report.add_test_suites(suites.into_values());
@@ -180,6 +197,21 @@ pub fn junit(attempts: &[Attempt], duration: Duration) -> Result<String, String>
 
 fn fmt_reward(a: &Attempt) -> String {
     a.reward.map_or("-".into(), |r| format!("{r:.2}"))
+}
+
+fn fmt_metrics(a: &Attempt) -> String {
+    if a.metrics.is_empty() {
+        return "-".into();
+    }
+    a.metrics
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn fmt_grading(a: &Attempt) -> &'static str {
+    a.grading.map_or("-", |g| g.as_str())
 }
 
 fn fmt_secs(ms: u64) -> String {
@@ -202,20 +234,25 @@ pub fn table(attempts: &[Attempt], totals: &Totals) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<name_w$}  {:>6}  {:<11}  {:>5}  {:>8}  {:>8}  outcome",
-        "task", "reward", "status", "steps", "duration", "cost"
+        "{:<name_w$}  {:>6}  {:<11}  {:<8}  {:>5}  {:>8}  {:>8}  outcome",
+        "task", "reward", "status", "grading", "steps", "duration", "cost"
     );
     for (a, name) in attempts.iter().zip(&names) {
-        let outcome = a
+        let mut outcome = a
             .error
             .as_deref()
+            .or(a.failure.as_deref())
             .map(|e| format!("{}: {}", a.agent_outcome, one_line(e, 80)))
             .unwrap_or_else(|| a.agent_outcome.clone());
+        if !a.signals.is_empty() {
+            let _ = write!(outcome, " [{} tamper signals]", a.signals.len());
+        }
         let _ = writeln!(
             s,
-            "{name:<name_w$}  {:>6}  {:<11}  {:>5}  {:>8}  {:>8}  {}",
+            "{name:<name_w$}  {:>6}  {:<11}  {:<8}  {:>5}  {:>8}  {:>8}  {}",
             fmt_reward(a),
             a.status.as_str(),
+            fmt_grading(a),
             a.steps,
             fmt_secs(a.phases.total_ms),
             format!("${:.4}", a.cost_usd),
@@ -232,11 +269,18 @@ fn totals_line(t: &Totals) -> String {
     } else {
         String::new()
     };
+    let errors = if t.task_errors > 0 {
+        format!(
+            "{} errors ({} without a reward, counted as not passed)",
+            t.errors, t.task_errors
+        )
+    } else {
+        format!("{} errors", t.errors)
+    };
     format!(
-        "{} passed, {} failed, {} errors, {} interrupted of {} attempts ({} tasks); pass rate {:.1}%, pass@1 {:.2}{at_k}, mean reward {}, cost ${:.4}, {}",
+        "{} passed, {} failed, {errors}, {} interrupted of {} attempts ({} tasks); pass rate {:.1}%, pass@1 {:.2}{at_k}, mean reward {}, cost ${:.4}, {}",
         t.passed,
         t.failed,
-        t.errors,
         t.interrupted,
         t.attempts,
         t.tasks,
@@ -270,9 +314,9 @@ pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
     let _ = writeln!(s, "## {title}\n\n{}\n", totals_line(totals));
     let _ = writeln!(
         s,
-        "| task | attempt | status | reward | steps | duration | cost | outcome |"
+        "| task | attempt | status | reward | metrics | grading | signals | steps | duration | cost | outcome |"
     );
-    let _ = writeln!(s, "|---|---:|---|---:|---:|---:|---:|---|");
+    let _ = writeln!(s, "|---|---:|---|---:|---|---|---:|---:|---:|---:|---|");
     for a in attempts {
         let detail = a
             .error
@@ -282,16 +326,32 @@ pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
             .unwrap_or_else(|| a.agent_outcome.clone());
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | ${:.4} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | ${:.4} | {} |",
             visible(&a.task.replace('|', "\\|")),
             a.attempt,
             icon(a.status),
             fmt_reward(a),
+            visible(&fmt_metrics(a).replace('|', "\\|")),
+            fmt_grading(a),
+            a.signals.len(),
             a.steps,
             fmt_secs(a.phases.total_ms),
             a.cost_usd,
             visible(&detail.replace('|', "\\|"))
         );
+    }
+    let flagged: Vec<&Attempt> = attempts.iter().filter(|a| !a.signals.is_empty()).collect();
+    if !flagged.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n### Tamper signals\n\nWhat the agent changed on the verifier's path or left running when grading started: evidence to look at, not verdicts.\n"
+        );
+        for a in flagged {
+            let _ = writeln!(s, "- **{} #{}**", visible(&a.task), a.attempt);
+            for sig in &a.signals {
+                let _ = writeln!(s, "  - {}: {}", sig.kind, visible(&sig.detail));
+            }
+        }
     }
     s
 }

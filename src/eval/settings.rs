@@ -53,8 +53,14 @@ pub struct EvalSettings {
     pub agent_timeout_secs: Option<f64>,
     pub verifier_timeout_secs: Option<f64>,
     pub pids_limit: i64,
-    pub user: String,
-    pub writable_rootfs: bool,
+    /// `--user`: the agent's user for every task; `None`: each task's
+    /// `[agent] user`, else its image's USER (root when unset), as Harbor.
+    pub user: Option<String>,
+    /// Keep the agent's root filesystem read-only (runner's own default
+    /// for runs; Harbor's tasks expect it writable).
+    pub read_only_rootfs: bool,
+    /// `--grading`: overrides each task's `[verifier] environment_mode`.
+    pub grading: Option<super::mode::GradingMode>,
     /// A size, or `unlimited`.
     pub disk: String,
     pub runtime: Option<String>,

@@ -98,6 +98,40 @@ pub struct Task {
     pub cpus: f64,
     pub memory_bytes: i64,
     pub allow_internet: bool,
+    pub agent_user: Option<String>,
+    pub verifier_user: Option<String>,
+    pub workdir: Option<String>,
+    pub env: Vec<(String, String)>,
+    pub solution_env: Vec<(String, String)>,
+    pub verifier_env: Vec<(String, String)>,
+    pub grading: Option<super::mode::GradingMode>,
+    pub verifier_image: Option<String>,
+    pub storage_bytes: Option<u64>,
+    pub healthcheck: Option<Healthcheck>,
+    pub artifacts: Vec<Artifact>,
+    pub compose_file: Option<PathBuf>,
+    pub warnings: Vec<String>,
+    pub source_dir: PathBuf,
+}
+
+/// `[environment.healthcheck]`.
+#[derive(Debug, Clone)]
+pub struct Healthcheck {
+    pub command: String,
+    pub interval: std::time::Duration,
+    pub timeout: std::time::Duration,
+    pub start_period: std::time::Duration,
+    pub start_interval: std::time::Duration,
+    pub retries: u32,
+}
+
+/// One entry of `artifacts`.
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    pub source: String,
+    pub destination: Option<String>,
+    pub exclude: Vec<String>,
+    pub service: Option<String>,
 }
 
 impl Task {
@@ -193,6 +227,25 @@ impl Task {
             cpus: positive("environment.cpus", env.cpus.unwrap_or(DEFAULT_TASK_CPUS))?,
             memory_bytes,
             allow_internet: env.allow_internet.unwrap_or(true),
+            agent_user: None,
+            verifier_user: config.verifier.user.clone(),
+            workdir: None,
+            env: Vec::new(),
+            solution_env: Vec::new(),
+            verifier_env: config
+                .verifier
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            grading: None,
+            verifier_image: None,
+            storage_bytes: None,
+            healthcheck: None,
+            artifacts: Vec::new(),
+            compose_file: None,
+            warnings: Vec::new(),
+            source_dir: dir.to_path_buf(),
             config,
         })
     }

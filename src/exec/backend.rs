@@ -170,6 +170,11 @@ pub struct Seeded {
     pub workdir: String,
     /// Entries refused (links out, devices...).
     pub skipped: usize,
+    /// The image's configured user (`USER`), when it has one.
+    pub image_user: Option<String>,
+    /// The image's /etc/passwd and /etc/group, when they are regular files.
+    pub passwd: Option<String>,
+    pub group: Option<String>,
 }
 
 /// What a garbage sweep did (`runner gc`).
@@ -214,6 +219,13 @@ pub trait Backend: Send + Sync {
     async fn image_identity(&self, image: &str) -> Result<Option<String>, ExecError> {
         let _ = image;
         Ok(None)
+    }
+
+    /// Removes an image runner made (a snapshot); nothing for a backend
+    /// without images.
+    async fn remove_image(&self, image: &str) -> Result<(), ExecError> {
+        let _ = image;
+        Ok(())
     }
 
     /// Copies the image's working directory (a task's start state) into

@@ -2,6 +2,7 @@
 //! knows this trait; `local` runs a child process on the host, `docker` a
 //! hardened container per run.
 
+pub mod accounts;
 pub mod backend;
 pub mod capture;
 pub mod disk;
@@ -57,6 +58,30 @@ pub struct ExecOutput {
     /// Every byte the command wrote, kept or not.
     pub bytes_seen: u64,
     pub duration_ms: u64,
+}
+
+/// A process of a sandbox.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    pub uid: u32,
+    pub cmdline: String,
+}
+
+/// What happened to a path of a sandbox's filesystem.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One path a sandbox changed against its image.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FsChange {
+    pub kind: ChangeKind,
+    pub path: String,
 }
 
 /// Errors of the executor layer: the sandbox itself failed, not the command.
@@ -231,6 +256,39 @@ pub trait Executor: Send + Sync {
     /// Releases everything the executor holds (containers, processes) and
     /// hands the workspace back. Idempotent; called on every exit path.
     async fn shutdown(&self) -> Result<(), ExecError>;
+
+    /// Runs one command as `user` (uid, gid) instead of the sandbox's
+    /// user, as a fresh command (no persistent-shell state).
+    async fn execute_as(
+        &self,
+        user: (u32, u32),
+        req: ExecRequest,
+    ) -> Result<ExecOutput, ExecError> {
+        let _ = (user, req);
+        Err(ExecError::Unsupported("run a command as another user"))
+    }
+
+    /// Kills every process in the sandbox but runner's own.
+    async fn kill_all(&self) -> Result<(), ExecError> {
+        Err(ExecError::Unsupported("kill every process"))
+    }
+
+    /// The processes running in the sandbox, runner's own left out.
+    async fn processes(&self) -> Result<Vec<ProcessInfo>, ExecError> {
+        Err(ExecError::Unsupported("list its processes"))
+    }
+
+    /// The sandbox's filesystem changes against its image.
+    async fn changes(&self) -> Result<Vec<FsChange>, ExecError> {
+        Err(ExecError::Unsupported(
+            "list the sandbox's filesystem changes",
+        ))
+    }
+
+    /// An image of the sandbox's filesystem as it is now.
+    async fn snapshot(&self) -> Result<String, ExecError> {
+        Err(ExecError::Unsupported("snapshot its filesystem"))
+    }
 
     /// Like [`Executor::shutdown`], but the sandbox's changes to the
     /// workspace are dropped (a verifier's). Idempotent.

@@ -9,6 +9,10 @@ use crate::support::eval::{
     assert_clean, eval_cmd, prelude, report, run_with_pid, statuses, task, toml,
 };
 
+/// test.sh of the fixtures: reward 1 when the agent wrote `ok`.
+const REWARD_OK: &str =
+    "if grep -qx ok /workspace/out.txt; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n";
+
 /// 20 tasks whose solution takes `work` seconds.
 fn twenty(d: &Dir, work: &str) {
     for i in 0..20 {
@@ -18,7 +22,7 @@ fn twenty(d: &Dir, work: &str) {
             &[
                 ("instruction.md", "write ok to out.txt\n"),
                 ("task.toml", &toml(TINY, 60, 30)),
-                ("tests/test.sh", "grep -qx ok /workspace/out.txt\n"),
+                ("tests/test.sh", REWARD_OK),
                 (
                     "solution/solve.sh",
                     &format!("sleep {work}\necho ok > out.txt\n"),

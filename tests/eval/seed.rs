@@ -101,7 +101,7 @@ fn attempts_of_one_image_share_one_seeding_and_get_their_own_copy() {
     assert_eq!(passed, 3, "{}", ran.explain());
     assert_eq!(seeds.len(), 1, "seeding containers: {created}");
     assert!(
-        created.lines().count() >= 7,
-        "3 agents + 3 verifiers + 1 seed, saw: {created}"
+        created.lines().count() >= 4,
+        "3 agents (graded in their own sandboxes) + 1 seed, saw: {created}"
     );
 }

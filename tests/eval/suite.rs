@@ -9,6 +9,10 @@ use crate::support::eval::{
     assert_clean, eval_cmd, prelude, report, run_with_pid, statuses, task, toml,
 };
 
+/// test.sh of the fixtures: reward 1 when the agent wrote `ok`.
+const REWARD_OK: &str =
+    "if grep -qx ok /workspace/out.txt; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n";
+
 fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/tasks")
 }
@@ -133,7 +137,7 @@ fn wrong_types_in_task_toml_name_the_file_and_key() {
                 "task.toml",
                 "[agent]\ntimeout_sec = 10\n[environment]\ncpus = \"many\"\n",
             ),
-            ("tests/test.sh", "exit 0\n"),
+            ("tests/test.sh", "echo 1 > /logs/verifier/reward.txt\n"),
         ],
     );
     let ran = run(d.runner().args(["eval", "bad", "--agent", "nop"]));
@@ -161,7 +165,7 @@ fn filter_and_attempts_give_pass_at_k() {
                     "<!-- canary GUID x -->\nWrite ok to out.txt\n",
                 ),
                 ("task.toml", &toml(TINY, 30, 30)),
-                ("tests/test.sh", "grep -qx ok /workspace/out.txt\n"),
+                ("tests/test.sh", REWARD_OK),
                 ("solution/solve.sh", "echo ok > out.txt\n"),
             ],
         );
@@ -221,7 +225,7 @@ fn failed_image_build_is_an_infrastructure_error_and_summary_goes_to_github() {
                 "environment/Dockerfile",
                 "FROM runner-sandbox:tiny\nRUN echo building; exit 3\n",
             ),
-            ("tests/test.sh", "exit 0\n"),
+            ("tests/test.sh", "echo 1 > /logs/verifier/reward.txt\n"),
         ],
     );
     let gh = d.path().join("gh-summary.md");
@@ -250,7 +254,7 @@ fn model_agent_without_a_key_fails_before_any_sandbox() {
         &[
             ("instruction.md", "x\n"),
             ("task.toml", &toml(TINY, 10, 10)),
-            ("tests/test.sh", "exit 0\n"),
+            ("tests/test.sh", "echo 1 > /logs/verifier/reward.txt\n"),
         ],
     );
     let ran = run(d.runner().args(["eval", "t", "--provider", "anthropic"]));

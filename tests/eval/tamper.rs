@@ -1,6 +1,9 @@
 //! A scripted agent that cannot solve its task tries every known way to
-//! make the verifier pass anyway; the reward must stay 0. The same task
-//! solved honestly passes, so the 0 is the isolation's doing.
+//! make the verifier pass anyway. Graded `isolated`, the reward must stay
+//! 0; the same task solved honestly passes, so the 0 is the isolation's
+//! doing. Graded `shared` (Harbor's way, where the agent's changes are what
+//! test.sh runs on), every plant on the verifier's path shows up among the
+//! attempt's tamper signals.
 
 use serde_json::json;
 
@@ -136,7 +139,7 @@ fn suite(d: &Dir) {
     );
 }
 
-fn run_script(d: &Dir, script: serde_json::Value) -> (Ran, serde_json::Value) {
+fn run_script(d: &Dir, script: serde_json::Value, grading: &str) -> (Ran, serde_json::Value) {
     let path = d.write("script.json", &script.to_string());
     let path = path.to_str().expect("utf-8 path");
     let (ran, pid) = run_with_pid(eval_cmd(
@@ -152,7 +155,8 @@ fn run_script(d: &Dir, script: serde_json::Value) -> (Ran, serde_json::Value) {
             // The strongest agent: root with a writable root filesystem.
             "--user",
             "0:0",
-            "--writable-rootfs",
+            "--grading",
+            grading,
         ],
     ));
     assert_clean(pid, &ran.desc);
@@ -212,7 +216,7 @@ fn tampering_agent_cannot_turn_a_fail_into_a_pass() {
     let _g = prelude();
     let d = Dir::new();
     suite(&d);
-    let (ran, r) = run_script(&d, tamper_script());
+    let (ran, r) = run_script(&d, tamper_script(), "isolated");
     let a = &r["attempts"][0];
     assert_eq!(
         a["agent_outcome"],
@@ -227,7 +231,7 @@ fn tampering_agent_cannot_turn_a_fail_into_a_pass() {
 
     let d2 = Dir::new();
     suite(&d2);
-    let (ran, r) = run_script(&d2, honest_script());
+    let (ran, r) = run_script(&d2, honest_script(), "isolated");
     let a = &r["attempts"][0];
     assert_eq!(
         a["status"],

@@ -82,5 +82,8 @@ pub async fn seed_workspace(
     Ok(Seeded {
         workdir,
         skipped: report.skipped.len(),
+        image_user: None,
+        passwd: None,
+        group: None,
     })
 }

@@ -1,0 +1,147 @@
+//! The grading modes, told apart by what each hands the verifier: `shared`
+//! the agent's own container (files anywhere, its services running),
+//! `snapshot` a commit of it (files, no processes), `isolated` the
+//! pristine image plus the working directory, `separate` a fresh verifier
+//! with only the task's artifacts. Each attempt's report names its mode,
+//! and what the agent left running shows among its tamper signals.
+
+use crate::support::binary::Dir;
+use crate::support::docker::TINY;
+use crate::support::eval::{assert_clean, eval_cmd, prelude, report, run_with_pid, task, toml};
+
+/// reward 1 when `cond` (a shell test) holds.
+fn reward_if(cond: &str) -> String {
+    format!("if {cond}; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n")
+}
+
+/// Three tasks: state in /etc, a process the test needs alive, and a
+/// result handed over as an artifact.
+fn suite(d: &Dir) {
+    task(
+        d.path(),
+        "etc",
+        &[
+            ("instruction.md", "write 42 to /etc/answer.txt\n"),
+            ("task.toml", &toml(TINY, 60, 30)),
+            ("solution/solve.sh", "echo 42 > /etc/answer.txt\n"),
+            (
+                "tests/test.sh",
+                &reward_if("[ \"$(cat /etc/answer.txt 2>/dev/null)\" = 42 ]"),
+            ),
+        ],
+    );
+    task(
+        d.path(),
+        "service",
+        &[
+            ("instruction.md", "keep /tmp/beat fresh\n"),
+            ("task.toml", &toml(TINY, 60, 30)),
+            (
+                "solution/solve.sh",
+                "setsid sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/beat; sleep 0.1; done' >/dev/null 2>&1 &\nsleep 0.5\n",
+            ),
+            (
+                "tests/test.sh",
+                &reward_if(
+                    "a=$(cat /tmp/beat 2>/dev/null) && sleep 1 && [ \"$a\" != \"$(cat /tmp/beat)\" ]",
+                ),
+            ),
+        ],
+    );
+    // `artifacts` is a top-level key: before the tables.
+    let separate = format!(
+        "artifacts = [\"/srv/out\"]\n{}",
+        toml(TINY, 60, 30).replace(
+            "[verifier]\n",
+            "[verifier]\nenvironment_mode = \"separate\"\n"
+        )
+    );
+    task(
+        d.path(),
+        "handover",
+        &[
+            ("instruction.md", "write ok to /srv/out/r.txt\n"),
+            ("task.toml", &separate),
+            (
+                "solution/solve.sh",
+                "mkdir -p /srv/out && echo ok > /srv/out/r.txt && echo x > /etc/not-handed-over\n",
+            ),
+            (
+                "tests/test.sh",
+                &reward_if("grep -qx ok /srv/out/r.txt && [ ! -e /etc/not-handed-over ]"),
+            ),
+        ],
+    );
+}
+
+/// (task, status, grading) per attempt, in task order, and the report.
+fn verdicts(d: &Dir, extra: &[&str]) -> (Vec<(String, String, String)>, serde_json::Value) {
+    let mut args = vec!["etc", "service", "handover", "--agent", "oracle", "-j", "2"];
+    args.extend_from_slice(extra);
+    let (ran, pid) = run_with_pid(eval_cmd(d, &args));
+    assert_clean(pid, &ran.desc);
+    let r = report(d, &ran);
+    let rows = r["attempts"]
+        .as_array()
+        .expect("attempts")
+        .iter()
+        .map(|a| {
+            (
+                a["task"].as_str().unwrap_or_default().to_string(),
+                a["status"].as_str().unwrap_or_default().to_string(),
+                a["grading"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    (rows, r)
+}
+
+fn row(task: &str, status: &str, grading: &str) -> (String, String, String) {
+    (task.into(), status.into(), grading.into())
+}
+
+#[test]
+fn each_mode_hands_the_verifier_what_it_says() {
+    let _g = prelude();
+    let d = Dir::new();
+    suite(&d);
+    // Each task's own mode: shared by default, separate where it says so.
+    let (rows, r) = verdicts(&d, &[]);
+    assert_eq!(
+        rows,
+        vec![
+            row("etc", "pass", "shared"),
+            row("handover", "pass", "separate"),
+            row("service", "pass", "shared"),
+        ]
+    );
+    let service = r["attempts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["task"] == "service"))
+        .expect("service attempt")
+        .clone();
+    let signals = service["signals"].to_string();
+    assert!(
+        signals.contains("process") && signals.contains("while true"),
+        "the loop the agent left running is a tamper signal: {service}"
+    );
+    // A commit of the agent's container: its files, none of its processes;
+    // the artifacts task now sees everything the agent wrote.
+    assert_eq!(
+        verdicts(&d, &["--grading", "snapshot"]).0,
+        vec![
+            row("etc", "pass", "snapshot"),
+            row("handover", "fail", "snapshot"),
+            row("service", "fail", "snapshot"),
+        ]
+    );
+    // The pristine image plus the working directory only.
+    assert_eq!(
+        verdicts(&d, &["--grading", "isolated"]).0,
+        vec![
+            row("etc", "fail", "isolated"),
+            row("handover", "fail", "isolated"),
+            row("service", "fail", "isolated"),
+        ]
+    );
+}
