@@ -16,5 +16,6 @@ mod files;
 mod lifecycle;
 mod limits;
 mod measure;
+mod processes;
 mod pull;
 mod shell;
