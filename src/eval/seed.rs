@@ -103,6 +103,9 @@ impl SeedCache {
             // time (only what is nested too deep): the same for every
             // attempt.
             skipped: cached.seeded.skipped + copied.skipped.len(),
+            image_user: cached.seeded.image_user.clone(),
+            passwd: cached.seeded.passwd.clone(),
+            group: cached.seeded.group.clone(),
         })
     }
 
@@ -187,6 +190,9 @@ mod tests {
             Ok(Seeded {
                 workdir: "/app".into(),
                 skipped: 2,
+                image_user: Some("agent".into()),
+                passwd: Some("agent:x:1000:1000::/home/agent:/bin/sh\n".into()),
+                group: Some("agent:x:1000:\n".into()),
             })
         }
         async fn start(&self, _: SandboxSpec) -> Result<Arc<dyn Executor>, ExecError> {
@@ -223,7 +229,10 @@ mod tests {
             ra,
             Seeded {
                 workdir: "/app".into(),
-                skipped: 2
+                skipped: 2,
+                image_user: Some("agent".into()),
+                passwd: Some("agent:x:1000:1000::/home/agent:/bin/sh\n".into()),
+                group: Some("agent:x:1000:\n".into()),
             }
         );
         // The seeding sandbox is the suite's, not either attempt's.

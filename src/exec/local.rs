@@ -857,6 +857,9 @@ impl Backend for LocalBackend {
         Ok(Seeded {
             workdir: host.display().to_string(),
             skipped: 0,
+            image_user: None,
+            passwd: None,
+            group: None,
         })
     }
 

@@ -2,6 +2,7 @@
 //! knows this trait; `local` runs a child process on the host, `docker` a
 //! hardened container per run.
 
+pub mod accounts;
 pub mod backend;
 pub mod capture;
 pub mod disk;

@@ -11,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod accounts;
 mod confine;
 mod files;
 mod lifecycle;
