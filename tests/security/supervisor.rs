@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use runner::exec::Executor;
 use runner::exec::docker::DockerExecutor;
-use runner_supervisor::protocol::{Reply, SUPERVISOR_UID, encode};
+use runner_supervisor::protocol::{HELPER_UID, Reply, SUPERVISOR_UID, encode};
 
 use crate::support::docker::BOOKWORM;
 use crate::support::executor::{cfg, docker, finish, on_gvisor, run, start, stray_processes};
@@ -321,8 +321,14 @@ async fn a_root_command_of_execute_as_cannot_signal_or_trace_the_supervisor() {
         assert!(line.ends_with("0000000000000000"), "{line}");
     }
     still_serves(&ex).await;
-    // The supervisor's own uid is never lent to a command.
-    for user in [(SUPERVISOR_UID, 0), (0, SUPERVISOR_UID)] {
+    // The uids of the supervisor and of its process-list helper are never
+    // lent to a command.
+    for user in [
+        (SUPERVISOR_UID, 0),
+        (0, SUPERVISOR_UID),
+        (HELPER_UID, HELPER_UID),
+        (1000, HELPER_UID),
+    ] {
         match ex
             .execute_as(user, crate::support::executor::req("id", 10.0))
             .await

@@ -15,7 +15,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use runner_supervisor::protocol::{CHUNK, Reply, Request, SUPERVISOR_UID};
+use runner_supervisor::protocol::{CHUNK, HELPER_UID, PROCS_FLAG, Reply, Request, SUPERVISOR_UID};
 
 use crate::{Shared, procs};
 
@@ -94,17 +94,35 @@ impl Plan {
     }
 }
 
+/// Whether `argv` is the supervisor's own binary listing processes
+/// (`--procs`), the one command [`HELPER_UID`] is lent to.
+fn is_procs_helper(argv: &[String]) -> bool {
+    let me = std::env::args().next();
+    matches!(argv, [bin, flag] if Some(bin) == me.as_ref() && flag == PROCS_FLAG)
+}
+
 /// Who a command runs as and the capabilities its bounding set keeps:
 /// the sandbox user with the sandbox's `--caps`, or the request's `user`
 /// with none. Another user needs a confined supervisor (which alone may
-/// switch users) and must not be the supervisor's own uid or gid.
-fn identity(shared: &Shared, user: Option<(u32, u32)>) -> Result<(u32, u32, u64), String> {
+/// switch users) and must not be the supervisor's own uid or gid, nor the
+/// helper's for anything but the helper.
+fn identity(
+    shared: &Shared,
+    user: Option<(u32, u32)>,
+    argv: &[String],
+) -> Result<(u32, u32, u64), String> {
     let Some((uid, gid)) = user else {
         return Ok((shared.who.uid, shared.who.gid, shared.who.caps));
     };
     if uid == SUPERVISOR_UID || gid == SUPERVISOR_UID {
         return Err(format!(
             "refused to run a command as {uid}:{gid}: that is the supervisor's own uid or gid"
+        ));
+    }
+    if (uid == HELPER_UID || gid == HELPER_UID) && !is_procs_helper(argv) {
+        return Err(format!(
+            "refused to run a command as {uid}:{gid}: that uid or gid is the supervisor's \
+             process-list helper's"
         ));
     }
     if !shared.who.confined && (uid, gid) != (shared.who.uid, shared.who.gid) {
@@ -124,7 +142,7 @@ fn plan(shared: &Shared, job: &Job<'_>) -> Result<Plan, String> {
         user,
         ..
     } = *job;
-    let (uid, gid, caps) = identity(shared, user)?;
+    let (uid, gid, caps) = identity(shared, user, argv)?;
     let mut vars: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os()
         .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
         .collect();

@@ -32,7 +32,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use runner_supervisor::protocol::{Decoder, Reply, Request, SUPERVISOR_UID, VERSION};
+use runner_supervisor::protocol::{Decoder, HELPER_UID, Reply, Request, SUPERVISOR_UID, VERSION};
 
 /// Who commands run as, and whether the supervisor dropped to its own uid
 /// (so it may kill every process but itself).
@@ -141,8 +141,11 @@ fn main() {
         caps,
         out,
     } = parse_args();
-    if uid == SUPERVISOR_UID {
-        usage("the sandbox user must not be the supervisor's own uid");
+    if [uid, gid]
+        .iter()
+        .any(|id| [SUPERVISOR_UID, HELPER_UID].contains(id))
+    {
+        usage("the sandbox user must not have the uid or gid of the supervisor or its helper");
     }
     procs::ignore_signals();
     let confined = match procs::confine() {

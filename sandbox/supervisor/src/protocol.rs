@@ -42,6 +42,11 @@ pub const PROCS_CMDLINE_MAX: usize = 200;
 /// The uid (and gid) the supervisor runs as: never the sandbox user's, so
 /// commands cannot signal, trace or open it.
 pub const SUPERVISOR_UID: u32 = 65533;
+/// The uid (and gid) the `--procs` helper runs as (runner asks for it in
+/// [`Request::Exec`]'s `user`), lent to nothing else: no command shares
+/// its uid, so none can trace it or reopen its output through `/proc` to
+/// forge or hide lines of the listing.
+pub const HELPER_UID: u32 = 65532;
 
 /// What runner asks. `id` ties replies to their request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,8 +1,10 @@
 //! `--procs`: the process-list helper. runner runs the supervisor's own
 //! binary as a command to list what runs in the sandbox, read straight
 //! from `/proc`, never through the sandbox's `ps` (whose binary the
-//! sandbox may have replaced). The listing leaves out the helper itself
-//! and its parent, the supervisor.
+//! sandbox may have replaced), as a uid of its own
+//! (`protocol::HELPER_UID`), which no command has: none can trace it or
+//! write into its output. The listing leaves out the helper itself and
+//! its parent, the supervisor.
 
 use std::io::{Read, Write};
 
@@ -27,12 +29,10 @@ fn status_fields(status: &str) -> (Option<&str>, Option<&str>, Option<u32>) {
 
 /// Prints one line per live process (zombies left out) and exits 0.
 pub fn list() -> ! {
-    // SAFETY: prctl and getppid act on this process only. Not dumpable: a
-    // process of the same uid cannot trace the helper to forge its lines.
-    let parent = unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-        u32::try_from(libc::getppid()).unwrap_or(0)
-    };
+    // SAFETY: getppid has no preconditions. (The helper stays dumpable:
+    // its /proc entries are then its own uid's, which no command has; not
+    // dumpable, gVisor would make them root's.)
+    let parent = u32::try_from(unsafe { libc::getppid() }).unwrap_or(0);
     let me = std::process::id();
     let mut pids: Vec<u32> = std::fs::read_dir("/proc")
         .map(|d| {

@@ -1,9 +1,9 @@
 //! One command, through the container's supervisor: it runs `bash -c`
-//! (or `sh -c`) as the sandbox user, streams the output, enforces the
-//! timeout and kills what the command left running, all inside the
-//! sandbox without an exec. The engine is asked only when the supervisor
-//! cannot finish the job: a control exec then kills (see `kill`), and the
-//! sandbox is given up when that fails too.
+//! (or `sh -c`) as the sandbox user (or the user of `execute_as`), streams
+//! the output, enforces the timeout and kills what the command left
+//! running, all inside the sandbox without an exec. The engine is asked
+//! only when the supervisor cannot finish the job: a control exec then
+//! kills (see `kill`), and the sandbox is given up when that fails too.
 
 use std::time::Instant;
 

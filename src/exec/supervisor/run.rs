@@ -230,6 +230,7 @@ async fn file_helper(
         sup,
         argv,
         stdin,
+        None,
         FILE_LIMIT,
         max_out.saturating_add(4096),
         |b| {
@@ -262,13 +263,15 @@ async fn file_helper(
 }
 
 /// Runs one of runner's own helper commands (`argv`, in `/`, with `stdin`
-/// when given), handing its output to `sink` up to `max` bytes. It starts
-/// nothing, so what runs beside it is left alone. Past `max`, or when
-/// `sink` says stop, the helper is killed; the flag says it went past.
+/// when given, within `timeout`, as the sandbox user or `user`), handing
+/// its output to `sink` up to `max` bytes. It starts nothing, so what runs
+/// beside it is left alone. Past `max`, or when `sink` says stop, the
+/// helper is killed; the flag says it went past.
 pub async fn run_helper(
     sup: &Supervisor,
     argv: Vec<String>,
     stdin: Option<Vec<u8>>,
+    user: Option<(u32, u32)>,
     timeout: Duration,
     max: u64,
     mut sink: impl FnMut(&[u8]) -> bool,
@@ -283,7 +286,7 @@ pub async fn run_helper(
         state_bytes: None,
         state_end: None,
         stdin,
-        user: None,
+        user,
     };
     let stop = CancellationToken::new();
     let (mut seen, mut over) = (0u64, false);
@@ -354,10 +357,19 @@ pub async fn processes(
         runner_supervisor::protocol::PROCS_FLAG.to_string(),
     ];
     let mut out = Vec::new();
-    let (ended, over) = run_helper(sup, argv, None, PROCS_LIMIT, PROCS_MAX_BYTES, |b| {
-        out.extend_from_slice(b);
-        true
-    })
+    let helper = runner_supervisor::protocol::HELPER_UID;
+    let (ended, over) = run_helper(
+        sup,
+        argv,
+        None,
+        Some((helper, helper)),
+        PROCS_LIMIT,
+        PROCS_MAX_BYTES,
+        |b| {
+            out.extend_from_slice(b);
+            true
+        },
+    )
     .await?;
     if over {
         return Ok(Err(format!(
