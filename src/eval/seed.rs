@@ -190,9 +190,9 @@ mod tests {
             Ok(Seeded {
                 workdir: "/app".into(),
                 skipped: 2,
-                image_user: None,
-                passwd: None,
-                group: None,
+                image_user: Some("agent".into()),
+                passwd: Some("agent:x:1000:1000::/home/agent:/bin/sh\n".into()),
+                group: Some("agent:x:1000:\n".into()),
             })
         }
         async fn start(&self, _: SandboxSpec) -> Result<Arc<dyn Executor>, ExecError> {
@@ -230,9 +230,9 @@ mod tests {
             Seeded {
                 workdir: "/app".into(),
                 skipped: 2,
-                image_user: None,
-                passwd: None,
-                group: None,
+                image_user: Some("agent".into()),
+                passwd: Some("agent:x:1000:1000::/home/agent:/bin/sh\n".into()),
+                group: Some("agent:x:1000:\n".into()),
             }
         );
         // The seeding sandbox is the suite's, not either attempt's.

@@ -170,12 +170,19 @@ pub struct Seeded {
     pub workdir: String,
     /// Entries refused (links out, devices...).
     pub skipped: usize,
-    /// The image's configured user (`USER`), when it has one.
+    /// The user the image runs as (its `Config.User`, as written there:
+    /// `name`, `uid`, `name:group`, `uid:gid`); `None` when unset.
     pub image_user: Option<String>,
-    /// The image's /etc/passwd and /etc/group, when they are regular files.
+    /// The image's `/etc/passwd` (see [`crate::exec::accounts`]); `None`
+    /// when it is missing, a link (never followed), not a regular file or
+    /// larger than [`MAX_ACCOUNTS_FILE_BYTES`].
     pub passwd: Option<String>,
+    /// The image's `/etc/group`, on the same terms.
     pub group: Option<String>,
 }
+
+/// Largest `/etc/passwd` or `/etc/group` read out of an image.
+pub const MAX_ACCOUNTS_FILE_BYTES: u64 = 1 << 20;
 
 /// What a garbage sweep did (`runner gc`).
 #[derive(Debug, Clone, Default, PartialEq)]

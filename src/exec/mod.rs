@@ -60,11 +60,17 @@ pub struct ExecOutput {
     pub duration_ms: u64,
 }
 
-/// A process of a sandbox.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// A process running in a sandbox (see [`Executor::processes`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProcessInfo {
+    /// Its pid, as the sandbox numbers them.
     pub pid: u32,
+    /// Its real uid.
     pub uid: u32,
+    /// Its command line: arguments joined by spaces, `\` and every byte
+    /// outside printable ASCII as `\xNN`, cut at about 200 characters with
+    /// `...`; `[name]` when it has none. The sandbox chose it: a signal to
+    /// show, never to trust.
     pub cmdline: String,
 }
 
@@ -209,6 +215,40 @@ pub trait Executor: Send + Sync {
     /// and exported variables the calls before it left (see [`shell`]).
     async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError>;
 
+    /// Runs one command as `user` (`(uid, gid)`, root included) rather
+    /// than the sandbox's user, with no capabilities and no supplementary
+    /// group but `gid`, otherwise as [`Executor::execute`] does: the same
+    /// environment (HOME included: set another in the command if it
+    /// matters), workdir, limits and timeout, and at its end, timeout or
+    /// cancellation what it left running is killed, whatever uid it runs
+    /// as (kept only when the sandbox keeps background work, as for any
+    /// command). With `--shell persistent` it is a fresh command: it
+    /// neither sees nor changes the shell's state. A backend that cannot
+    /// switch users refuses, as this default does.
+    async fn execute_as(
+        &self,
+        user: (u32, u32),
+        req: ExecRequest,
+    ) -> Result<ExecOutput, ExecError> {
+        let _ = (user, req);
+        Err(ExecError::Unsupported("run a command as another user"))
+    }
+
+    /// Kills every process in the sandbox (the sandbox user's, root's,
+    /// any uid's) except runner's own supervisor, and returns once they
+    /// are gone (a bounded wait; processes that survive it make the
+    /// sandbox unrecoverable). The sandbox still runs commands after it.
+    async fn kill_all(&self) -> Result<(), ExecError> {
+        Err(ExecError::Unsupported("kill every process it runs"))
+    }
+
+    /// The processes running in the sandbox, read from `/proc` by runner's
+    /// own helper (never the sandbox's `ps`), without runner's supervisor
+    /// and the helper itself; zombies are left out.
+    async fn processes(&self) -> Result<Vec<ProcessInfo>, ExecError> {
+        Err(ExecError::Unsupported("list its processes"))
+    }
+
     /// Drops the persistent shell's state: the next command starts in the
     /// workdir with the sandbox's environment, as the first one did (the
     /// `restart` of Anthropic's bash tool). With `--shell fresh` there is
@@ -256,27 +296,6 @@ pub trait Executor: Send + Sync {
     /// Releases everything the executor holds (containers, processes) and
     /// hands the workspace back. Idempotent; called on every exit path.
     async fn shutdown(&self) -> Result<(), ExecError>;
-
-    /// Runs one command as `user` (uid, gid) instead of the sandbox's
-    /// user, as a fresh command (no persistent-shell state).
-    async fn execute_as(
-        &self,
-        user: (u32, u32),
-        req: ExecRequest,
-    ) -> Result<ExecOutput, ExecError> {
-        let _ = (user, req);
-        Err(ExecError::Unsupported("run a command as another user"))
-    }
-
-    /// Kills every process in the sandbox but runner's own.
-    async fn kill_all(&self) -> Result<(), ExecError> {
-        Err(ExecError::Unsupported("kill every process"))
-    }
-
-    /// The processes running in the sandbox, runner's own left out.
-    async fn processes(&self) -> Result<Vec<ProcessInfo>, ExecError> {
-        Err(ExecError::Unsupported("list its processes"))
-    }
 
     /// The sandbox's filesystem changes against its image.
     async fn changes(&self) -> Result<Vec<FsChange>, ExecError> {

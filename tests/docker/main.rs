@@ -11,10 +11,12 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod accounts;
 mod confine;
 mod files;
 mod lifecycle;
 mod limits;
 mod measure;
+mod processes;
 mod pull;
 mod shell;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use runner::exec::Executor;
 use runner::exec::docker::DockerExecutor;
-use runner_supervisor::protocol::{Reply, encode};
+use runner_supervisor::protocol::{HELPER_UID, Reply, SUPERVISOR_UID, encode};
 
 use crate::support::docker::BOOKWORM;
 use crate::support::executor::{cfg, docker, finish, on_gvisor, run, start, stray_processes};
@@ -269,4 +269,132 @@ async fn commands_go_first_under_memory_pressure_and_file_requests_spare_backgro
             .await
             .is_empty()
     );
+}
+
+/// A command runner runs as root in a sandbox of uid 1000 (a verifier's,
+/// `execute_as`) has no capability: it cannot signal, trace or read the
+/// supervisor either, and the sandbox serves on.
+#[tokio::test]
+async fn a_root_command_of_execute_as_cannot_signal_or_trace_the_supervisor() {
+    let _s = serial();
+    let d = docker().await;
+    let mut c = cfg("sup-as-root");
+    c.image = BOOKWORM.into();
+    let id = c.run_id.clone();
+    let ex = start(c).await;
+    let as_root = |cmd: &str| {
+        let ex = &ex;
+        let r = crate::support::executor::req(cmd, 10.0);
+        async move {
+            ex.execute_as((0, 0), r)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+        }
+    };
+    assert_eq!(as_root("id -u").await.output.trim(), "0");
+    for attack in [
+        "kill -9 1; echo rc=$?",
+        "kill -9 -1; echo rc=$?",
+        "kill -TERM 1; kill -HUP 1; echo rc=$?",
+    ] {
+        let out = as_root(attack).await;
+        assert!(out.output.contains("rc="), "{attack}: {out:?}");
+        still_serves(&ex).await;
+    }
+    for read in ["/proc/1/mem", "/proc/1/fd/0"] {
+        let out = as_root(&format!(
+            "timeout 2 head -c 1 {read} > /dev/null && echo STOLE; echo done"
+        ))
+        .await;
+        assert!(!out.output.contains("STOLE"), "{read}: {out:?}");
+        assert!(out.output.contains("done"), "{read}: {out:?}");
+    }
+    let out = as_root(
+        "python3 -c 'import ctypes; l=ctypes.CDLL(None); \
+         print(\"attach\", l.ptrace(16, 1, 0, 0), l.ptrace(0x4206, 1, 0, 0))'",
+    )
+    .await;
+    assert_eq!(out.output.trim(), "attach -1 -1", "{out:?}");
+    let caps = as_root("grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status").await;
+    assert_eq!(caps.output.lines().count(), 3, "{caps:?}");
+    for line in caps.output.lines() {
+        assert!(line.ends_with("0000000000000000"), "{line}");
+    }
+    still_serves(&ex).await;
+    // The uids of the supervisor and of its process-list helper are never
+    // lent to a command.
+    for user in [
+        (SUPERVISOR_UID, 0),
+        (0, SUPERVISOR_UID),
+        (HELPER_UID, HELPER_UID),
+        (1000, HELPER_UID),
+    ] {
+        match ex
+            .execute_as(user, crate::support::executor::req("id", 10.0))
+            .await
+        {
+            Err(e) => assert!(
+                e.sandbox_usable() && e.to_string().contains("supervisor"),
+                "{e}"
+            ),
+            Ok(o) => panic!("ran as {user:?}: {o:?}"),
+        }
+    }
+    still_serves(&ex).await;
+    finish(&d, ex, &id).await;
+}
+
+/// In a sandbox of uid 1000, `execute_as((0, 0))` really runs as root (no
+/// supplementary group but 0), the sandbox user's commands stay uid 1000,
+/// and what the root command leaves behind (at its end or its timeout) is
+/// killed with it.
+#[tokio::test]
+async fn execute_as_root_is_root_and_what_it_leaves_dies_with_it() {
+    let _s = serial();
+    let d = docker().await;
+    let c = cfg("sup-as-bg");
+    let id = c.run_id.clone();
+    let ex = start(c).await;
+    let out = ex
+        .execute_as(
+            (0, 0),
+            crate::support::executor::req("id -u; id -g; id -G", 10.0),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.output, "0\n0\n0\n", "{out:?}");
+    assert_eq!(run(&ex, "id -u", 10.0).await.output, "1000\n");
+    let out = ex
+        .execute_as(
+            (0, 0),
+            crate::support::executor::req("sleep 300 >/dev/null 2>&1 & echo started", 10.0),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert!(out.output.contains("background processes"), "{out:?}");
+    still_serves(&ex).await;
+    // A timeout kills the command and its background child alike.
+    let started = Instant::now();
+    let out = ex
+        .execute_as(
+            (0, 0),
+            crate::support::executor::req("sleep 301 >/dev/null 2>&1 & sleep 100", 2.0),
+        )
+        .await
+        .unwrap();
+    assert!(out.timed_out, "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+    still_serves(&ex).await;
+    // Another uid than both works the same way.
+    let out = ex
+        .execute_as(
+            (4321, 4322),
+            crate::support::executor::req("id -u; id -g; sleep 302 >/dev/null 2>&1 &", 10.0),
+        )
+        .await
+        .unwrap();
+    assert!(out.output.starts_with("4321\n4322\n"), "{out:?}");
+    still_serves(&ex).await;
+    finish(&d, ex, &id).await;
 }

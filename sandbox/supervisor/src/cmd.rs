@@ -1,6 +1,9 @@
-//! One command: forked and executed as the sandbox user in a session of
-//! its own, its output framed as it comes, and at its end (exit, timeout,
-//! kill) everything it left running killed and checked gone.
+//! One command: forked and executed as the sandbox user (or the user its
+//! request names) in a session of its own, its output framed as it comes,
+//! and at its end (exit, timeout, kill) everything it left running killed
+//! and checked gone. A confined supervisor's kill is `kill(-1)` with
+//! CAP_KILL: every process of every uid but its own, so what a command
+//! started dies whichever user either of them ran as.
 
 use std::ffi::CString;
 use std::io::Read;
@@ -12,7 +15,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use runner_supervisor::protocol::{CHUNK, Reply, Request};
+use runner_supervisor::protocol::{CHUNK, HELPER_UID, PROCS_FLAG, Reply, Request, SUPERVISOR_UID};
 
 use crate::{Shared, procs};
 
@@ -91,13 +94,55 @@ impl Plan {
     }
 }
 
-fn plan(
+/// Whether `argv` is the supervisor's own binary listing processes
+/// (`--procs`), the one command [`HELPER_UID`] is lent to.
+fn is_procs_helper(argv: &[String]) -> bool {
+    let me = std::env::args().next();
+    matches!(argv, [bin, flag] if Some(bin) == me.as_ref() && flag == PROCS_FLAG)
+}
+
+/// Who a command runs as and the capabilities its bounding set keeps:
+/// the sandbox user with the sandbox's `--caps`, or the request's `user`
+/// with none. Another user needs a confined supervisor (which alone may
+/// switch users) and must not be the supervisor's own uid or gid, nor the
+/// helper's for anything but the helper.
+fn identity(
     shared: &Shared,
+    user: Option<(u32, u32)>,
     argv: &[String],
-    cwd: &str,
-    env: &[(String, String)],
-    nproc: Option<u64>,
-) -> Result<Plan, String> {
+) -> Result<(u32, u32, u64), String> {
+    let Some((uid, gid)) = user else {
+        return Ok((shared.who.uid, shared.who.gid, shared.who.caps));
+    };
+    if uid == SUPERVISOR_UID || gid == SUPERVISOR_UID {
+        return Err(format!(
+            "refused to run a command as {uid}:{gid}: that is the supervisor's own uid or gid"
+        ));
+    }
+    if (uid == HELPER_UID || gid == HELPER_UID) && !is_procs_helper(argv) {
+        return Err(format!(
+            "refused to run a command as {uid}:{gid}: that uid or gid is the supervisor's \
+             process-list helper's"
+        ));
+    }
+    if !shared.who.confined && (uid, gid) != (shared.who.uid, shared.who.gid) {
+        return Err(format!(
+            "cannot run a command as {uid}:{gid}: the supervisor was not started as root"
+        ));
+    }
+    Ok((uid, gid, 0))
+}
+
+fn plan(shared: &Shared, job: &Job<'_>) -> Result<Plan, String> {
+    let Job {
+        argv,
+        cwd,
+        env,
+        nproc,
+        user,
+        ..
+    } = *job;
+    let (uid, gid, caps) = identity(shared, user, argv)?;
     let mut vars: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os()
         .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
         .collect();
@@ -124,10 +169,10 @@ fn plan(
             })
             .collect::<Result<_, _>>()?,
         cwd: cstring(cwd)?,
-        uid: shared.who.uid,
-        gid: shared.who.gid,
+        uid,
+        gid,
         confined: shared.who.confined,
-        caps: shared.who.caps,
+        caps,
         nproc,
         argv_ptrs: Vec::new(),
         env_ptrs: Vec::new(),
@@ -239,6 +284,7 @@ pub fn run(
         nproc,
         state_bytes,
         state_end,
+        user,
         ..
     } = req
     else {
@@ -254,6 +300,7 @@ pub fn run(
         keep_background,
         state_bytes,
         state_end: state_end.as_deref(),
+        user,
     };
     let r = run_inner(shared, &job, feed, (tx, rx));
     shared
@@ -283,6 +330,8 @@ struct Job<'a> {
     keep_background: bool,
     state_bytes: Option<u64>,
     state_end: Option<&'a str>,
+    /// Another user than the sandbox's (see [`Request::Exec`]).
+    user: Option<(u32, u32)>,
 }
 
 fn run_inner(
@@ -295,15 +344,13 @@ fn run_inner(
     let Job {
         id,
         argv,
-        cwd,
-        env,
-        nproc,
         timeout,
         keep_background,
         state_bytes,
         state_end,
+        ..
     } = *job;
-    let plan = plan(shared, argv, cwd, env, nproc)?;
+    let plan = plan(shared, job)?;
     let io = |e: std::io::Error| e.to_string();
     // The command's stdin: /dev/null, or a pipe fed from the stream.
     let (input, feed) = match feed {
@@ -483,7 +530,9 @@ fn run_inner(
     ))
 }
 
-/// Kills the command `pid` and everything of the sandbox user.
+/// Kills the command `pid` and, when confined, every other process but
+/// the supervisor (of any uid: the command may have run as another user
+/// than the sandbox's, or started a setuid program).
 fn kill(shared: &Shared, pid: i32) -> (u32, u32) {
     if shared.who.confined {
         procs::kill_all()

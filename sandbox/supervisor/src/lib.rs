@@ -1,4 +1,6 @@
-//! What runner and its in-sandbox supervisor share: the framed protocol.
-//! The supervisor binary (`main.rs`) is the other half.
+//! What runner and its in-sandbox supervisor share: the framed protocol
+//! and the process-list lines. The supervisor binary (`main.rs`) is the
+//! other half.
 
+pub mod proclist;
 pub mod protocol;

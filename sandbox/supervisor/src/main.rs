@@ -12,12 +12,18 @@
 //! open the supervisor, whose uid differs and which, as PID 1, takes no
 //! signal it has no handler for.
 //!
+//! A request may name another user for one command (`Request::Exec`'s
+//! `user`, root included): it runs the same way, with no capability, and
+//! its end kills the same way (every process but the supervisor).
+//!
 //! Started by someone other than root (the local backend), it keeps the
-//! caller's identity and kills only the process groups of its commands.
+//! caller's identity, refuses other users, and kills only the process
+//! groups of its commands.
 
 mod cmd;
 mod files;
 mod procs;
+mod ps;
 mod wire;
 
 use std::collections::HashMap;
@@ -26,7 +32,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use runner_supervisor::protocol::{Decoder, Reply, Request, SUPERVISOR_UID, VERSION};
+use runner_supervisor::protocol::{Decoder, HELPER_UID, Reply, Request, SUPERVISOR_UID, VERSION};
 
 /// Who commands run as, and whether the supervisor dropped to its own uid
 /// (so it may kill every process but itself).
@@ -120,11 +126,12 @@ pub struct Shared {
 }
 
 fn main() {
-    // The file helpers, run by runner as commands (see `files`).
+    // The helpers, run by runner as commands (see `files` and `ps`).
     let args: Vec<String> = std::env::args().collect();
     match (args.get(1).map(String::as_str), args.get(2), args.get(3)) {
         (Some("--read-file"), Some(path), Some(max)) => files::read(path, max.parse().unwrap_or(0)),
         (Some("--write-file"), Some(path), None) => files::write(path),
+        (Some(runner_supervisor::protocol::PROCS_FLAG), None, None) => ps::list(),
         _ => {}
     }
     let Args {
@@ -134,8 +141,11 @@ fn main() {
         caps,
         out,
     } = parse_args();
-    if uid == SUPERVISOR_UID {
-        usage("the sandbox user must not be the supervisor's own uid");
+    if [uid, gid]
+        .iter()
+        .any(|id| [SUPERVISOR_UID, HELPER_UID].contains(id))
+    {
+        usage("the sandbox user must not have the uid or gid of the supervisor or its helper");
     }
     procs::ignore_signals();
     let confined = match procs::confine() {

@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Bumped on any change either end would misread.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Largest payload the supervisor puts in one frame.
 pub const CHUNK: usize = 256 << 10;
 /// Largest frame accepted (header, payload and the header length). An
@@ -32,18 +32,31 @@ pub mod file_codes {
     pub const REFUSED: i32 = 68;
     pub const IO: i32 = 69;
 }
+/// The supervisor's process-list helper (`--procs`), run by runner as a
+/// command: one line per process, `PID UID CMDLINE`, the command line's
+/// NULs as spaces, every byte outside printable ASCII (and `\`) as
+/// `\xNN`, at most [`PROCS_CMDLINE_MAX`] characters (then `...`).
+pub const PROCS_FLAG: &str = "--procs";
+/// Longest command line `--procs` prints, in characters.
+pub const PROCS_CMDLINE_MAX: usize = 200;
 /// The uid (and gid) the supervisor runs as: never the sandbox user's, so
 /// commands cannot signal, trace or open it.
 pub const SUPERVISOR_UID: u32 = 65533;
+/// The uid (and gid) the `--procs` helper runs as (runner asks for it in
+/// [`Request::Exec`]'s `user`), lent to nothing else: no command shares
+/// its uid, so none can trace it or reopen its output through `/proc` to
+/// forge or hide lines of the listing.
+pub const HELPER_UID: u32 = 65532;
 
 /// What runner asks. `id` ties replies to their request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
-    /// Runs `argv` as the sandbox user in `cwd`, the supervisor's
-    /// environment plus `env`, stdin `/dev/null`, stdout and stderr
-    /// interleaved into [`Reply::Output`] frames, until it exits or
-    /// `timeout_ms` passes (then everything of the sandbox user is killed).
+    /// Runs `argv` as the sandbox user (or `user`) in `cwd`, the
+    /// supervisor's environment plus `env`, stdin `/dev/null`, stdout and
+    /// stderr interleaved into [`Reply::Output`] frames, until it exits or
+    /// `timeout_ms` passes (then every process of the sandbox but the
+    /// supervisor is killed, whatever its uid).
     Exec {
         id: u64,
         argv: Vec<String>,
@@ -64,17 +77,26 @@ pub enum Request {
         /// stdin is a pipe fed by [`Request::Stdin`] frames, not
         /// `/dev/null`.
         stdin: bool,
+        /// Run as this `(uid, gid)` rather than the sandbox's `--user`,
+        /// with no capability at all (root included) and no supplementary
+        /// group but `gid`. Refused for the supervisor's own uid or gid,
+        /// and by a supervisor that could not confine itself (it cannot
+        /// switch users).
+        #[serde(default)]
+        user: Option<(u32, u32)>,
     },
     /// Bytes for the stdin of the command `id` (payload); an empty payload
     /// closes it.
     Stdin {
         id: u64,
     },
-    /// Kills the command `id` with everything of the sandbox user.
+    /// Kills the command `id` with every other process of the sandbox
+    /// but the supervisor.
     Kill {
         id: u64,
     },
-    /// Kills every process of the sandbox user (a shell restart).
+    /// Kills every process of the sandbox but the supervisor, whatever
+    /// its uid (a shell restart; before a verifier reads its reward).
     KillAll {
         id: u64,
     },

@@ -104,11 +104,13 @@ async fn files_exec(
     ];
     argv.extend(args.iter().map(|a| a.to_string()));
     let mut sink_err = None;
-    let ended = sup_run::run_helper(sup, argv, stdin, limit, max_bytes, |b| match sink(b) {
-        Ok(()) => true,
-        Err(e) => {
-            sink_err = Some(e);
-            false
+    let ended = sup_run::run_helper(sup, argv, stdin, None, limit, max_bytes, |b| {
+        match sink(b) {
+            Ok(()) => true,
+            Err(e) => {
+                sink_err = Some(e);
+                false
+            }
         }
     })
     .await;

@@ -48,7 +48,7 @@ pub use gc::{GcReport, gc};
 pub use seed::seed_workspace;
 pub use workspace::recover_disks;
 
-use super::{ExecError, ExecOutput, ExecRequest, Executor};
+use super::{ExecError, ExecOutput, ExecRequest, Executor, ProcessInfo};
 use crate::exec::shell::{ShellMode, ShellSession};
 use crate::exec::supervisor::binary as supervisor_binary;
 use crate::exec::supervisor::run::FileFailure;
@@ -87,6 +87,8 @@ pub struct DockerExecutor {
     user: String,
     /// Where bash is in the sandbox (`None`: commands run with `sh -c`).
     bash: Option<String>,
+    /// The supervisor's pid in the sandbox, as its greeting said.
+    supervisor_pid: u32,
     /// The persistent shell's state; `None` with `--shell fresh`.
     session: Option<ShellSession>,
     /// The supervisor's direct channel, when there is one (removed with
@@ -276,6 +278,7 @@ impl DockerExecutor {
             id,
             user,
             bash: None,
+            supervisor_pid: 1,
             session: (cfg.shell == ShellMode::Persistent)
                 .then(|| ShellSession::new(cfg.workdir.clone())),
             _channel: chan,
@@ -315,6 +318,7 @@ impl DockerExecutor {
         match self.lifeline.supervisor.ready(READY_LIMIT).await {
             Ok(hello) => {
                 self.bash = hello.bash;
+                self.supervisor_pid = hello.pid;
                 if self.session.is_some() && self.bash.is_none() {
                     return Err(ExecError::ShellUnavailable {
                         place: "the image",
@@ -406,6 +410,42 @@ impl DockerExecutor {
         }
     }
 
+    /// Runs one command, as the sandbox user or `as_user` (see
+    /// `Executor::execute_as`).
+    async fn run_command(
+        &self,
+        req: ExecRequest,
+        as_user: Option<(u32, u32)>,
+    ) -> Result<ExecOutput, ExecError> {
+        let mut oom_seen = self.turn().await?;
+        let target = run::Target {
+            docker: &self.docker,
+            id: &self.id,
+            user: &self.user,
+            bash: self.bash.as_deref(),
+            session: self.session.as_ref(),
+            memory_bytes: self.memory_bytes,
+            pids_limit: self.pids_limit,
+            nproc: self.nproc,
+            workdir: &self.workdir,
+            env: &self.env,
+            redactor: &self.redactor,
+            keep_background: self.keep_background,
+            oom: &self.oom,
+            lifeline: &self.lifeline,
+            as_user,
+        };
+        let r = run::run(&target, &req, &mut oom_seen).await;
+        if let Err(ExecError::Unrecoverable { detail }) = &r {
+            self.set_unrecoverable(detail);
+        }
+        r
+    }
+
+    fn set_unrecoverable(&self, detail: &str) {
+        *self.unrecoverable.lock().unwrap_or_else(|e| e.into_inner()) = Some(detail.to_string());
+    }
+
     /// The container's id.
     pub fn container_id(&self) -> &str {
         &self.id
@@ -480,28 +520,51 @@ impl Executor for DockerExecutor {
     }
 
     async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError> {
-        let mut oom_seen = self.turn().await?;
-        let target = run::Target {
-            docker: &self.docker,
-            id: &self.id,
-            user: &self.user,
-            bash: self.bash.as_deref(),
-            session: self.session.as_ref(),
-            memory_bytes: self.memory_bytes,
-            pids_limit: self.pids_limit,
-            nproc: self.nproc,
-            workdir: &self.workdir,
-            env: &self.env,
-            redactor: &self.redactor,
-            keep_background: self.keep_background,
-            oom: &self.oom,
-            lifeline: &self.lifeline,
+        self.run_command(req, None).await
+    }
+
+    async fn execute_as(
+        &self,
+        user: (u32, u32),
+        req: ExecRequest,
+    ) -> Result<ExecOutput, ExecError> {
+        self.run_command(req, Some(user)).await
+    }
+
+    async fn kill_all(&self) -> Result<(), ExecError> {
+        let _turn = self.turn().await?;
+        let stuck = match sup_run::kill_all(&self.lifeline.supervisor).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(stuck)) => stuck,
+            Err(e) => return Err(self.died(e).await),
         };
-        let r = run::run(&target, &req, &mut oom_seen).await;
-        if let Err(ExecError::Unrecoverable { detail }) = &r {
-            *self.unrecoverable.lock().unwrap_or_else(|e| e.into_inner()) = Some(detail.clone());
+        // SIGKILL did not end them inside: the engine's turn, as root
+        // (whose control exec kills every pid but PID 1).
+        match kill::kill_command_processes(&self.docker, &self.id, "0:0", &[], self.pids_limit)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let detail = format!("{stuck}; {e}");
+                self.set_unrecoverable(&detail);
+                Err(ExecError::Unrecoverable { detail })
+            }
         }
-        r
+    }
+
+    async fn processes(&self) -> Result<Vec<ProcessInfo>, ExecError> {
+        let _turn = self.turn().await?;
+        match sup_run::processes(&self.lifeline.supervisor).await {
+            Ok(Ok(mut procs)) => {
+                procs.retain(|p| p.pid != self.supervisor_pid);
+                Ok(procs)
+            }
+            Ok(Err(why)) => Err(ExecError::Spawn(format!(
+                "cannot list the processes of container {}: {why}",
+                short(&self.id)
+            ))),
+            Err(e) => Err(self.run_failed(e).await),
+        }
     }
 
     fn loosenings(&self) -> Vec<String> {

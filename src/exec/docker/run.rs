@@ -1,9 +1,9 @@
 //! One command, through the container's supervisor: it runs `bash -c`
-//! (or `sh -c`) as the sandbox user, streams the output, enforces the
-//! timeout and kills what the command left running, all inside the
-//! sandbox without an exec. The engine is asked only when the supervisor
-//! cannot finish the job: a control exec then kills (see `kill`), and the
-//! sandbox is given up when that fails too.
+//! (or `sh -c`) as the sandbox user (or the user of `execute_as`), streams
+//! the output, enforces the timeout and kills what the command left
+//! running, all inside the sandbox without an exec. The engine is asked
+//! only when the supervisor cannot finish the job: a control exec then
+//! kills (see `kill`), and the sandbox is given up when that fails too.
 
 use std::time::Instant;
 
@@ -44,6 +44,9 @@ pub struct Target<'a> {
     pub keep_background: bool,
     pub oom: &'a OomCounter,
     pub lifeline: &'a Lifeline,
+    /// Run as this `(uid, gid)` rather than `user`, without the shell
+    /// session (see `Executor::execute_as`).
+    pub as_user: Option<(u32, u32)>,
 }
 
 /// The error for a supervisor stream that ended: the engine's word on how
@@ -96,7 +99,8 @@ pub async fn run(
     let oom_before = t.oom.peek().or(*oom_seen);
     let shell = t.bash.unwrap_or("sh");
     let mut env = pairs(t.env);
-    let (argv, cwd, state_bytes) = match t.session {
+    let session = t.session.filter(|_| t.as_user.is_none());
+    let (argv, cwd, state_bytes) = match session {
         Some(session) => {
             let mut p = session.prepare(&req.command);
             if let Some(first) = p.argv.first_mut() {
@@ -123,7 +127,11 @@ pub async fn run(
         // the descriptor open after it.
         state_end: state_bytes.map(|_| format!("\0{STATE_END}\0")),
         stdin: None,
+        user: t.as_user,
     };
+    // The engine's fallback kill runs as root for a command of another
+    // user: root's control exec kills every process but PID 1 (see `kill`).
+    let killer = if t.as_user.is_some() { "0:0" } else { t.user };
     let mut tee_err: Option<std::io::Error> = None;
     let sink = |b: &[u8]| {
         if tee_err.is_none()
@@ -141,7 +149,7 @@ pub async fn run(
         Err(e @ RunError::NoAnswer(_)) => {
             // The supervisor is alive but silent: the engine kills, and
             // the sandbox is not trusted with another command either way.
-            let killed = kill_command_processes(t.docker, t.id, t.user, &[], t.pids_limit).await;
+            let killed = kill_command_processes(t.docker, t.id, killer, &[], t.pids_limit).await;
             return Err(ExecError::Unrecoverable {
                 detail: format!(
                     "{e} (container {}); {}",
@@ -158,7 +166,7 @@ pub async fn run(
         return Err(ExecError::Io(e));
     }
     let mut notes = Vec::new();
-    if let Some(session) = t.session
+    if let Some(session) = session
         && !ended.timed_out
         && !ended.cancelled
         && let Some(note) = session.save(ended.state.as_deref(), ended.state_overflow)
@@ -168,7 +176,7 @@ pub async fn run(
     if ended.stuck > 0 {
         // SIGKILL did not end them inside: the engine's turn, or the
         // sandbox is given up.
-        kill_command_processes(t.docker, t.id, t.user, &[], t.pids_limit).await?;
+        kill_command_processes(t.docker, t.id, killer, &[], t.pids_limit).await?;
     }
     if ended.leftovers > 0 && !t.keep_background {
         notes.push(background_killed_note(ended.leftovers));

@@ -2,20 +2,27 @@
 //! working directory (a task's starting state) are hidden by the bind
 //! mount of the run's workspace, so they are copied out first, through a
 //! created (never started) labelled container and the archive API,
-//! extracted safely.
+//! extracted safely. The same container gives the image's accounts
+//! (`/etc/passwd`, `/etc/group`), read as data and never followed.
+
+use std::io::Read;
 
 use std::path::Path;
 
+use bollard::Docker;
 use bollard::models::ContainerCreateBody;
-use bollard::query_parameters::CreateContainerOptionsBuilder;
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
+};
+use futures::StreamExt;
 
-use super::client::{CALL_TIMEOUT, call};
+use super::client::{CALL_TIMEOUT, ENGINE, call, docker_err, short, status_of};
 use super::config::{CONTAINER_WORKDIR, DockerConfig};
 use super::container::{container_name, labels, remove};
 use super::{copy, image};
 use crate::exec::ExecError;
 
-use crate::exec::backend::Seeded;
+use crate::exec::backend::{MAX_ACCOUNTS_FILE_BYTES, Seeded};
 
 /// Copies the image's working directory into the empty host directory
 /// `host`; a directory missing from the image leaves it empty.
@@ -33,6 +40,11 @@ pub async fn seed_workspace(
         docker.inspect_image(image_ref),
     )
     .await?;
+    let image_user = info
+        .config
+        .as_ref()
+        .and_then(|c| c.user.clone())
+        .filter(|u| !u.trim().is_empty());
     let workdir = info
         .config
         .and_then(|c| c.working_dir)
@@ -69,6 +81,8 @@ pub async fn seed_workspace(
         copy::MAX_COLLECT_BYTES,
     )
     .await;
+    let passwd = small_file(&docker, &created.id, "/etc/passwd").await;
+    let group = small_file(&docker, &created.id, "/etc/group").await;
     let removed = remove(&docker, &created.id).await;
     let report = match result {
         Ok(r) => r,
@@ -82,8 +96,98 @@ pub async fn seed_workspace(
     Ok(Seeded {
         workdir,
         skipped: report.skipped.len(),
-        image_user: None,
-        passwd: None,
-        group: None,
+        image_user,
+        passwd: passwd?,
+        group: group?,
     })
+}
+
+/// The regular file `path` of the container `id` as text, through the
+/// archive API: `None` when it is missing, a link (the archive holds the
+/// link itself, which is not followed), anything but a regular file, or
+/// larger than [`MAX_ACCOUNTS_FILE_BYTES`] (the download stops there).
+async fn small_file(docker: &Docker, id: &str, path: &str) -> Result<Option<String>, ExecError> {
+    let opts = DownloadFromContainerOptionsBuilder::new()
+        .path(path)
+        .build();
+    let mut stream = docker.download_from_container(id, Some(opts));
+    // Room for the tar's headers (a long name's too) and padding.
+    let limit = MAX_ACCOUNTS_FILE_BYTES + (64 << 10);
+    let mut tar = Vec::new();
+    loop {
+        let chunk = match tokio::time::timeout(CALL_TIMEOUT, stream.next()).await {
+            Err(_) => {
+                return Err(ExecError::EngineTimeout {
+                    engine: ENGINE,
+                    op: "read the image's accounts",
+                    secs: CALL_TIMEOUT.as_secs(),
+                });
+            }
+            Ok(None) => break,
+            // No such file in the image.
+            Ok(Some(Err(e))) if status_of(&e) == Some(404) => return Ok(None),
+            Ok(Some(Err(e))) => return Err(docker_err("read the image's accounts", short(id), &e)),
+            Ok(Some(Ok(c))) => c,
+        };
+        if u64::try_from(tar.len() + chunk.len()).unwrap_or(u64::MAX) > limit {
+            return Ok(None);
+        }
+        tar.extend_from_slice(&chunk);
+    }
+    Ok(regular_file_of_tar(&tar, MAX_ACCOUNTS_FILE_BYTES))
+}
+
+/// The content of the first entry of `tar` when it is a regular file of at
+/// most `max` bytes (decoded lossily), else `None`.
+fn regular_file_of_tar(tar: &[u8], max: u64) -> Option<String> {
+    let mut archive = tar::Archive::new(tar);
+    let entry = archive.entries().ok()?.next()?.ok()?;
+    let header = entry.header();
+    if !header.entry_type().is_file() || header.size().ok()? > max {
+        return None;
+    }
+    let mut data = Vec::new();
+    entry
+        .take(max.saturating_add(1))
+        .read_to_end(&mut data)
+        .ok()?;
+    if u64::try_from(data.len()).ok()? > max {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&data).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::regular_file_of_tar;
+
+    fn tar_of(kind: tar::EntryType, data: &[u8]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_size(u64::try_from(data.len()).unwrap());
+        h.set_mode(0o644);
+        if kind == tar::EntryType::Symlink {
+            h.set_size(0);
+            b.append_link(&mut h, "passwd", "/host/secret").unwrap();
+        } else {
+            b.append_data(&mut h, "passwd", data).unwrap();
+        }
+        b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn only_a_small_regular_file_is_read() {
+        let file = tar_of(tar::EntryType::Regular, b"root:x:0:0::/root:/bin/sh\n");
+        assert_eq!(
+            regular_file_of_tar(&file, 100).as_deref(),
+            Some("root:x:0:0::/root:/bin/sh\n")
+        );
+        assert_eq!(regular_file_of_tar(&file, 5), None, "too big");
+        let link = tar_of(tar::EntryType::Symlink, b"");
+        assert_eq!(regular_file_of_tar(&link, 100), None, "a link");
+        let dir = tar_of(tar::EntryType::Directory, b"");
+        assert_eq!(regular_file_of_tar(&dir, 100), None, "a directory");
+        assert_eq!(regular_file_of_tar(b"", 100), None, "no entry");
+    }
 }

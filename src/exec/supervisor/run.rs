@@ -31,6 +31,8 @@ pub struct Job {
     pub state_end: Option<String>,
     /// What the command reads on stdin; `None`: `/dev/null`.
     pub stdin: Option<Vec<u8>>,
+    /// Run as this `(uid, gid)`, not the sandbox user (no capabilities).
+    pub user: Option<(u32, u32)>,
 }
 
 /// How it ended, as the supervisor reported it.
@@ -79,6 +81,7 @@ pub async fn run(
         state_bytes: job.state_bytes,
         state_end: job.state_end,
         stdin: job.stdin.is_some(),
+        user: job.user,
     };
     let frame = runner_supervisor::protocol::encode(&req, b"").len();
     if frame > MAX_FRAME {
@@ -227,6 +230,7 @@ async fn file_helper(
         sup,
         argv,
         stdin,
+        None,
         FILE_LIMIT,
         max_out.saturating_add(4096),
         |b| {
@@ -259,13 +263,15 @@ async fn file_helper(
 }
 
 /// Runs one of runner's own helper commands (`argv`, in `/`, with `stdin`
-/// when given), handing its output to `sink` up to `max` bytes. It starts
-/// nothing, so what runs beside it is left alone. Past `max`, or when
-/// `sink` says stop, the helper is killed; the flag says it went past.
+/// when given, within `timeout`, as the sandbox user or `user`), handing
+/// its output to `sink` up to `max` bytes. It starts nothing, so what runs
+/// beside it is left alone. Past `max`, or when `sink` says stop, the
+/// helper is killed; the flag says it went past.
 pub async fn run_helper(
     sup: &Supervisor,
     argv: Vec<String>,
     stdin: Option<Vec<u8>>,
+    user: Option<(u32, u32)>,
     timeout: Duration,
     max: u64,
     mut sink: impl FnMut(&[u8]) -> bool,
@@ -280,6 +286,7 @@ pub async fn run_helper(
         state_bytes: None,
         state_end: None,
         stdin,
+        user,
     };
     let stop = CancellationToken::new();
     let (mut seen, mut over) = (0u64, false);
@@ -333,7 +340,68 @@ pub async fn write_file(
         .map(|_| ()))
 }
 
-/// Kills every process of the sandbox user: how many there were.
+/// Longest the process listing may take.
+const PROCS_LIMIT: Duration = Duration::from_secs(30);
+/// Most bytes of listing accepted (a line is at most ~230 bytes).
+const PROCS_MAX_BYTES: u64 = 4 << 20;
+
+/// What runs in the sandbox, as the supervisor's `--procs` helper read it
+/// from `/proc` (the helper and the supervisor left out): `Ok(Err(..))`
+/// when the helper failed, with why.
+pub async fn processes(
+    sup: &Supervisor,
+) -> Result<Result<Vec<crate::exec::ProcessInfo>, String>, RunError> {
+    use runner_supervisor::proclist::parse_line;
+    let argv = vec![
+        super::binary::IN_SANDBOX.to_string(),
+        runner_supervisor::protocol::PROCS_FLAG.to_string(),
+    ];
+    let mut out = Vec::new();
+    let helper = runner_supervisor::protocol::HELPER_UID;
+    let (ended, over) = run_helper(
+        sup,
+        argv,
+        None,
+        Some((helper, helper)),
+        PROCS_LIMIT,
+        PROCS_MAX_BYTES,
+        |b| {
+            out.extend_from_slice(b);
+            true
+        },
+    )
+    .await?;
+    if over {
+        return Ok(Err(format!(
+            "the process list is longer than {PROCS_MAX_BYTES} bytes"
+        )));
+    }
+    let text = String::from_utf8_lossy(&out);
+    if ended.code != Some(0) || ended.timed_out || ended.cancelled {
+        return Ok(Err(format!(
+            "the process-list helper failed (exit {:?}{}): {}",
+            ended.code,
+            if ended.timed_out { ", timed out" } else { "" },
+            text.chars().take(300).collect::<String>().trim()
+        )));
+    }
+    let mut procs = Vec::new();
+    for line in text.lines() {
+        match parse_line(line) {
+            Some((pid, uid, cmdline)) => procs.push(crate::exec::ProcessInfo { pid, uid, cmdline }),
+            None => {
+                return Ok(Err(format!(
+                    "an unreadable line in the process list: {:?}",
+                    line.chars().take(100).collect::<String>()
+                )));
+            }
+        }
+    }
+    Ok(Ok(procs))
+}
+
+/// Kills every process of the sandbox but the supervisor, whatever its
+/// uid: how many there were.
 pub async fn kill_all(sup: &Supervisor) -> Result<Result<u64, String>, StreamError> {
     let id = sup.id();
     let mut replies = sup.request(id, &Request::KillAll { id }, b"").await?;
