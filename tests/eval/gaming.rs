@@ -81,9 +81,9 @@ fn a_solution_that_never_ends_times_the_verifier_out_and_fails() {
 #[test]
 fn a_process_rewriting_the_reward_after_test_sh_exits_is_killed_before_the_read() {
     let _g = prelude();
-    // test.sh wrote 0; the agent's detached process writes 1 (reward.txt
-    // and reward.json) from ~2 s after test.sh exits. Every process is
-    // killed when test.sh exits, so the reward read is test.sh's 0.
+    // test.sh wrote 0; the agent's detached process waits for test.sh to
+    // exit, then writes 1 (reward.txt and reward.json) every 0.1 s. Every
+    // process is killed when test.sh exits, so the reward read is test.sh's 0.
     let (a, ran) = fails("late-reward-writer", &[]);
     assert_eq!(a["reward"].as_f64(), Some(0.0), "{}", describe(&a, &ran));
 }
