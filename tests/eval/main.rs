@@ -13,6 +13,8 @@ mod support;
 
 mod backends;
 mod concurrency;
+mod fidelity;
+mod gaming;
 mod junit;
 mod modes;
 mod seed;

@@ -184,3 +184,9 @@ pub fn sandbox_process_alive(owner: u32, needle: &str) -> bool {
             })
     })
 }
+
+/// Names of the networks of the runner process `pid` (a compose task's
+/// per-attempt network).
+pub fn networks_of_owner(pid: u32) -> Vec<String> {
+    labelled(&["network", "ls"], &owner(pid))
+}

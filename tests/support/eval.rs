@@ -9,7 +9,9 @@ use std::sync::RwLockWriteGuard;
 use serde_json::Value;
 
 use super::binary::{Dir, Ran, run};
-use super::docker::{BOOKWORM, TINY, containers_of_owner, require_images, volumes_of_owner};
+use super::docker::{
+    BOOKWORM, TINY, containers_of_owner, networks_of_owner, require_images, volumes_of_owner,
+};
 
 /// Runs an eval test alone (timing tests must not share 2 cores with
 /// another suite) after the preflight for both sandbox images.
@@ -91,12 +93,13 @@ pub fn statuses(r: &Value) -> Vec<(String, String, Option<f64>)> {
         .collect()
 }
 
-/// Containers and volumes still labelled with runner pid `pid`.
+/// Containers, volumes and networks still labelled with runner pid `pid`.
 pub fn leftovers(pid: u32) -> Vec<String> {
     let mut out = Vec::new();
     for (kind, ids) in [
         ("ps", containers_of_owner(pid)),
         ("volume", volumes_of_owner(pid)),
+        ("network", networks_of_owner(pid)),
     ] {
         out.extend(ids.into_iter().map(|l| format!("{kind}: {l}")));
     }
