@@ -8,6 +8,7 @@
 pub mod attempt;
 pub mod grade;
 pub mod image;
+pub mod mode;
 pub mod oracle;
 pub mod outcome;
 pub mod report;
@@ -65,6 +66,11 @@ impl EvalError {
     fn hint(&self) -> Option<String> {
         if let EvalError::Exec(e) = self {
             return e.hint();
+        }
+        if let EvalError::Task(e) = self
+            && let Some(h) = e.hint()
+        {
+            return Some(h);
         }
         let hint = match self {
             EvalError::Task(TaskError::NoTasks(_)) => {
