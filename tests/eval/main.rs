@@ -14,6 +14,7 @@ mod support;
 mod backends;
 mod concurrency;
 mod junit;
+mod schema;
 mod seed;
 mod suite;
 mod tamper;

@@ -78,6 +78,9 @@ pub enum TaskError {
         "{path} is not a task: expected instruction.md and tests/test.sh (Harbor) or task.yaml (Terminal-Bench 1), or subdirectories holding them; found {found}"
     )]
     UnknownLayout { path: PathBuf, found: String },
+    /// A Terminal-Bench 1 task's YAML that does not parse or has wrong types.
+    #[error("{path}: {message}")]
+    Yaml { path: PathBuf, message: String },
     /// A file the task needs cannot be written (Terminal-Bench 1 mapping).
     #[error("cannot write {path}: {source}")]
     Write {
@@ -97,9 +100,13 @@ impl TaskError {
             TaskError::UnknownLayout { .. } => Some(
                 "a Harbor task holds instruction.md, task.toml and tests/test.sh; a Terminal-Bench 1 task holds task.yaml, docker-compose.yaml and run-tests.sh".into(),
             ),
-            TaskError::Invalid { .. } => {
+            TaskError::Invalid { path, .. } if path.ends_with("task.toml") => {
                 Some("see Harbor's task.toml reference; the message names the key".into())
             }
+            TaskError::Yaml { .. } => Some(
+                "a Terminal-Bench 1 task's task.yaml and docker-compose.yaml must be valid YAML"
+                    .into(),
+            ),
             _ => None,
         }
     }
@@ -1013,7 +1020,9 @@ pub fn harbor_size_mb(s: &str) -> Option<u64> {
     };
     let n: f64 = num.trim().parse().ok()?;
     let mb = (n * per_unit).trunc();
-    (0.0..9.0e18).contains(&mb).then(|| crate::convert::u64_from_f64(mb))
+    (0.0..9.0e18)
+        .contains(&mb)
+        .then(|| crate::convert::u64_from_f64(mb))
 }
 
 /// Parses `task.toml`; a wrong type names the file, line and key.

@@ -457,10 +457,15 @@ fn harbor_compose(
     Ok(text.replace("${T_BENCH_TASK_DOCKER_NAME_PREFIX}", "hb") + "\n")
 }
 
-fn yaml_err(path: &Path, e: impl std::fmt::Display) -> TaskError {
-    TaskError::Toml {
+fn yaml_err(path: &Path, e: &serde_saphyr::Error) -> TaskError {
+    let text = e.without_snippet().to_string();
+    let text = text.trim();
+    TaskError::Yaml {
         path: path.to_path_buf(),
-        message: e.to_string().trim().replace('\n', " "),
+        message: text
+            .strip_prefix("error: ")
+            .unwrap_or(text)
+            .replace('\n', " "),
     }
 }
 
@@ -477,7 +482,7 @@ pub fn map(src: &Path, dest: &Path) -> Result<(), TaskError> {
     }
     let yaml_path = src.join("task.yaml");
     let cfg: TaskYaml =
-        serde_saphyr::from_str(&read_regular(&yaml_path)?).map_err(|e| yaml_err(&yaml_path, e))?;
+        serde_saphyr::from_str(&read_regular(&yaml_path)?).map_err(|e| yaml_err(&yaml_path, &e))?;
     let env_dir = dest.join("environment");
     let tests_dir = dest.join("tests");
     for d in [&env_dir, &tests_dir] {
@@ -494,9 +499,9 @@ pub fn map(src: &Path, dest: &Path) -> Result<(), TaskError> {
     }
     let compose_text = read_regular(&compose_path)?;
     let top: Ordered =
-        serde_saphyr::from_str(&compose_text).map_err(|e| yaml_err(&compose_path, e))?;
+        serde_saphyr::from_str(&compose_text).map_err(|e| yaml_err(&compose_path, &e))?;
     let services = serde_saphyr::from_str::<ComposeServices>(&compose_text)
-        .map_err(|e| yaml_err(&compose_path, e))?
+        .map_err(|e| yaml_err(&compose_path, &e))?
         .services
         .unwrap_or_default();
     let mut handled: BTreeSet<String> = [
