@@ -409,7 +409,7 @@ impl RunArgs {
 }
 
 fn parse_grading(s: &str) -> Result<GradingMode, String> {
-    s.parse()
+    s.parse().map_err(|e: crate::eval::mode::UnknownGradingMode| e.to_string())
 }
 
 impl EvalArgs {

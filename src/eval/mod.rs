@@ -70,6 +70,11 @@ impl EvalError {
         if let EvalError::Exec(e) = self {
             return e.hint();
         }
+        if let EvalError::Task(e) = self
+            && let Some(h) = e.hint()
+        {
+            return Some(h);
+        }
         let hint = match self {
             EvalError::Task(TaskError::NoTasks(_)) => {
                 Some("a task directory holds instruction.md, task.toml and tests/test.sh")
@@ -149,12 +154,26 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
     let redactor = crate::runtime::run_redactor(&probe, &human)?;
     // The tasks' own credentials (`[verifier].env`) reach the verifier's
     // output, its log and the reports: they are the suite's secrets too.
+    // Resolved values count (`${API_KEY}` from runner's environment).
     let redactor = redactor.with(
         tasks
             .iter()
-            .flat_map(|t| crate::redact::credential_values(&t.config.verifier.env))
+            .flat_map(|t| {
+                let raw = crate::redact::credential_values(&t.config.verifier.env);
+                let resolved = [&t.verifier_env, &t.env, &t.solution_env]
+                    .into_iter()
+                    .flat_map(|pairs| {
+                        crate::redact::credential_values(pairs.iter().map(|(k, v)| (k, v)))
+                    });
+                raw.into_iter().chain(resolved).collect::<Vec<_>>()
+            })
             .collect(),
     )?;
+    for t in &tasks {
+        for w in &t.warnings {
+            eprintln!("warning: {}", visible(w));
+        }
+    }
     human.set_redactor(redactor.clone());
     // Each image is seeded once for the suite; the cache goes with `ctx`.
     let seeds =

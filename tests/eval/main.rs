@@ -17,6 +17,7 @@ mod fidelity;
 mod gaming;
 mod junit;
 mod modes;
+mod schema;
 mod seed;
 mod suite;
 mod tamper;
