@@ -409,7 +409,8 @@ impl RunArgs {
 }
 
 fn parse_grading(s: &str) -> Result<GradingMode, String> {
-    s.parse().map_err(|e: crate::eval::mode::UnknownGradingMode| e.to_string())
+    s.parse()
+        .map_err(|e: crate::eval::mode::UnknownGradingMode| e.to_string())
 }
 
 impl EvalArgs {

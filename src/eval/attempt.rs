@@ -528,7 +528,11 @@ async fn prepare(
                 "grading": mode.as_str()}, "run": run}),
         }
     };
-    let seeded = match ctx.seeds.seed(image, workspace.path(), &run_id).await {
+    let seeded = match ctx
+        .seeds
+        .seed_dir(image, task.workdir.as_deref(), workspace.path(), &run_id)
+        .await
+    {
         Ok(s) => s,
         Err(e) => {
             run_dir.record(&started_event(serde_json::Value::Null, None));

@@ -28,6 +28,8 @@ use crate::exec::tree::copy_tree;
 struct ImageKey {
     reference: String,
     identity: Option<String>,
+    /// The directory seeded, when not the image's WORKDIR.
+    dir: Option<String>,
 }
 
 /// One image's seeded tree.
@@ -82,16 +84,32 @@ impl SeedCache {
         host: &Path,
         attempt_run_id: &str,
     ) -> Result<Seeded, ExecError> {
+        self.seed_dir(image, None, host, attempt_run_id).await
+    }
+
+    /// Like [`SeedCache::seed`], with the image's directory `dir` rather
+    /// than its WORKDIR when given (a task's `[environment] workdir`).
+    pub async fn seed_dir(
+        &self,
+        image: &str,
+        dir: Option<&str>,
+        host: &Path,
+        attempt_run_id: &str,
+    ) -> Result<Seeded, ExecError> {
         let Some(root) = &self.root else {
-            return self.backend.seed(image, host, attempt_run_id).await;
+            return self
+                .backend
+                .seed_dir(image, dir, host, attempt_run_id)
+                .await;
         };
         let key = ImageKey {
             reference: image.to_string(),
             identity: self.backend.image_identity(image).await?,
+            dir: dir.map(str::to_string),
         };
         let cell = self.images.lock().await.entry(key).or_default().clone();
         let cached = cell
-            .get_or_try_init(|| self.fill(root.path(), image))
+            .get_or_try_init(|| self.fill(root.path(), image, dir))
             .await?;
         let (src, dst) = (cached.dir.clone(), host.to_path_buf());
         let copied = tokio::task::spawn_blocking(move || copy_tree(&src, &dst, None))
@@ -110,12 +128,17 @@ impl SeedCache {
     }
 
     /// Seeds `image` into a new directory of the cache.
-    async fn fill(&self, root: &Path, image: &str) -> Result<Cached, ExecError> {
+    async fn fill(
+        &self,
+        root: &Path,
+        image: &str,
+        wanted: Option<&str>,
+    ) -> Result<Cached, ExecError> {
         let n = self.next.fetch_add(1, Ordering::SeqCst);
         let dir = root.join(n.to_string());
         std::fs::create_dir(&dir)?;
         let run_id = format!("{}-seed{n}", self.run_id);
-        match self.backend.seed(image, &dir, &run_id).await {
+        match self.backend.seed_dir(image, wanted, &dir, &run_id).await {
             Ok(seeded) => Ok(Cached { dir, seeded }),
             Err(e) => {
                 // remove_dir_all does not follow links inside the tree.

@@ -239,6 +239,21 @@ pub trait Backend: Send + Sync {
     /// the empty host directory `host`.
     async fn seed(&self, image: &str, host: &Path, run_id: &str) -> Result<Seeded, ExecError>;
 
+    /// Like [`Backend::seed`], but copies the image's directory `dir`
+    /// when given (a task's own `workdir`) rather than its WORKDIR; the
+    /// result's `workdir` is then `dir`. A backend without images seeds
+    /// as [`Backend::seed`] does.
+    async fn seed_dir(
+        &self,
+        image: &str,
+        dir: Option<&str>,
+        host: &Path,
+        run_id: &str,
+    ) -> Result<Seeded, ExecError> {
+        let _ = dir;
+        self.seed(image, host, run_id).await
+    }
+
     /// Starts one sandbox.
     async fn start(&self, spec: SandboxSpec) -> Result<Arc<dyn Executor>, ExecError>;
 

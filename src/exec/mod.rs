@@ -234,6 +234,18 @@ pub trait Executor: Send + Sync {
         Err(ExecError::Unsupported("run a command as another user"))
     }
 
+    /// Like [`Executor::execute_as`], but the command keeps CAP_SETUID
+    /// and CAP_SETGID (and no other capability), so it can run code as yet
+    /// another user: a verifier's test.sh running the agent's code
+    /// unprivileged (`setpriv`), as Harbor's root verifier can.
+    async fn execute_as_switching(
+        &self,
+        user: (u32, u32),
+        req: ExecRequest,
+    ) -> Result<ExecOutput, ExecError> {
+        self.execute_as(user, req).await
+    }
+
     /// Kills every process in the sandbox (the sandbox user's, root's,
     /// any uid's) except runner's own supervisor, and returns once they
     /// are gone (a bounded wait; processes that survive it make the

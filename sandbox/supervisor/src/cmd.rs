@@ -109,6 +109,7 @@ fn is_procs_helper(argv: &[String]) -> bool {
 fn identity(
     shared: &Shared,
     user: Option<(u32, u32)>,
+    switch_user: bool,
     argv: &[String],
 ) -> Result<(u32, u32, u64), String> {
     let Some((uid, gid)) = user else {
@@ -130,7 +131,10 @@ fn identity(
             "cannot run a command as {uid}:{gid}: the supervisor was not started as root"
         ));
     }
-    Ok((uid, gid, 0))
+    // CAP_SETGID (6) and CAP_SETUID (7), which the confined supervisor
+    // holds itself; never CAP_KILL or CAP_SETPCAP.
+    let caps = if switch_user { (1 << 6) | (1 << 7) } else { 0 };
+    Ok((uid, gid, caps))
 }
 
 fn plan(shared: &Shared, job: &Job<'_>) -> Result<Plan, String> {
@@ -140,9 +144,10 @@ fn plan(shared: &Shared, job: &Job<'_>) -> Result<Plan, String> {
         env,
         nproc,
         user,
+        switch_user,
         ..
     } = *job;
-    let (uid, gid, caps) = identity(shared, user, argv)?;
+    let (uid, gid, caps) = identity(shared, user, switch_user, argv)?;
     let mut vars: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os()
         .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
         .collect();
@@ -285,6 +290,7 @@ pub fn run(
         state_bytes,
         state_end,
         user,
+        switch_user,
         ..
     } = req
     else {
@@ -301,6 +307,7 @@ pub fn run(
         state_bytes,
         state_end: state_end.as_deref(),
         user,
+        switch_user,
     };
     let r = run_inner(shared, &job, feed, (tx, rx));
     shared
@@ -332,6 +339,8 @@ struct Job<'a> {
     state_end: Option<&'a str>,
     /// Another user than the sandbox's (see [`Request::Exec`]).
     user: Option<(u32, u32)>,
+    /// `user` keeps CAP_SETUID and CAP_SETGID.
+    switch_user: bool,
 }
 
 fn run_inner(

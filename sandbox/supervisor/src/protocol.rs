@@ -84,6 +84,12 @@ pub enum Request {
         /// switch users).
         #[serde(default)]
         user: Option<(u32, u32)>,
+        /// With `user`: the command keeps CAP_SETUID and CAP_SETGID (and
+        /// nothing else), so it may run code as yet another user, as a
+        /// verifier's `setpriv` does. Never the supervisor's other
+        /// capabilities.
+        #[serde(default)]
+        switch_user: bool,
     },
     /// Bytes for the stdin of the command `id` (payload); an empty payload
     /// closes it.

@@ -191,6 +191,12 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
         cancel: cancel.clone(),
     };
     let out = match t.verifier_user {
+        // A root test.sh may switch users, as Harbor's does (`setpriv` to
+        // run the agent's code unprivileged).
+        Some(user) if user == ROOT => match sandbox.execute_as_switching(user, req.clone()).await {
+            Err(ExecError::Unsupported(_)) => sandbox.execute(req).await?,
+            r => r?,
+        },
         Some(user) => as_user(sandbox, user, req).await?,
         None => sandbox.execute(req).await?,
     };

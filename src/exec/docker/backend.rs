@@ -131,7 +131,17 @@ impl Backend for DockerBackend {
     }
 
     async fn seed(&self, image: &str, host: &Path, run_id: &str) -> Result<Seeded, ExecError> {
-        seed::seed_workspace(image, host, run_id).await
+        seed::seed_workspace(image, None, host, run_id).await
+    }
+
+    async fn seed_dir(
+        &self,
+        image: &str,
+        dir: Option<&str>,
+        host: &Path,
+        run_id: &str,
+    ) -> Result<Seeded, ExecError> {
+        seed::seed_workspace(image, dir, host, run_id).await
     }
 
     async fn image_identity(&self, image: &str) -> Result<Option<String>, ExecError> {

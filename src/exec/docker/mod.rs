@@ -416,6 +416,7 @@ impl DockerExecutor {
         &self,
         req: ExecRequest,
         as_user: Option<(u32, u32)>,
+        switch_user: bool,
     ) -> Result<ExecOutput, ExecError> {
         let mut oom_seen = self.turn().await?;
         let target = run::Target {
@@ -434,6 +435,7 @@ impl DockerExecutor {
             oom: &self.oom,
             lifeline: &self.lifeline,
             as_user,
+            switch_user,
         };
         let r = run::run(&target, &req, &mut oom_seen).await;
         if let Err(ExecError::Unrecoverable { detail }) = &r {
@@ -520,7 +522,7 @@ impl Executor for DockerExecutor {
     }
 
     async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError> {
-        self.run_command(req, None).await
+        self.run_command(req, None, false).await
     }
 
     async fn execute_as(
@@ -528,7 +530,15 @@ impl Executor for DockerExecutor {
         user: (u32, u32),
         req: ExecRequest,
     ) -> Result<ExecOutput, ExecError> {
-        self.run_command(req, Some(user)).await
+        self.run_command(req, Some(user), false).await
+    }
+
+    async fn execute_as_switching(
+        &self,
+        user: (u32, u32),
+        req: ExecRequest,
+    ) -> Result<ExecOutput, ExecError> {
+        self.run_command(req, Some(user), true).await
     }
 
     async fn kill_all(&self) -> Result<(), ExecError> {

@@ -47,6 +47,8 @@ pub struct Target<'a> {
     /// Run as this `(uid, gid)` rather than `user`, without the shell
     /// session (see `Executor::execute_as`).
     pub as_user: Option<(u32, u32)>,
+    /// With `as_user`: keep CAP_SETUID and CAP_SETGID.
+    pub switch_user: bool,
 }
 
 /// The error for a supervisor stream that ended: the engine's word on how
@@ -128,6 +130,7 @@ pub async fn run(
         state_end: state_bytes.map(|_| format!("\0{STATE_END}\0")),
         stdin: None,
         user: t.as_user,
+        switch_user: t.switch_user && t.as_user.is_some(),
     };
     // The engine's fallback kill runs as root for a command of another
     // user: root's control exec kills every process but PID 1 (see `kill`).

@@ -24,10 +24,12 @@ use crate::exec::ExecError;
 
 use crate::exec::backend::{MAX_ACCOUNTS_FILE_BYTES, Seeded};
 
-/// Copies the image's working directory into the empty host directory
-/// `host`; a directory missing from the image leaves it empty.
+/// Copies the image's working directory (or `dir`, when given) into the
+/// empty host directory `host`; a directory missing from the image leaves
+/// it empty.
 pub async fn seed_workspace(
     image_ref: &str,
+    dir: Option<&str>,
     host: &Path,
     run_id: &str,
 ) -> Result<Seeded, ExecError> {
@@ -45,9 +47,9 @@ pub async fn seed_workspace(
         .as_ref()
         .and_then(|c| c.user.clone())
         .filter(|u| !u.trim().is_empty());
-    let workdir = info
-        .config
-        .and_then(|c| c.working_dir)
+    let workdir = dir
+        .map(str::to_string)
+        .or_else(|| info.config.and_then(|c| c.working_dir))
         .filter(|w| w.starts_with('/') && w.len() > 1)
         .map(|w| w.trim_end_matches('/').to_string())
         .unwrap_or_else(|| CONTAINER_WORKDIR.to_string());

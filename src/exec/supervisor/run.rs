@@ -33,6 +33,8 @@ pub struct Job {
     pub stdin: Option<Vec<u8>>,
     /// Run as this `(uid, gid)`, not the sandbox user (no capabilities).
     pub user: Option<(u32, u32)>,
+    /// With `user`: keep CAP_SETUID and CAP_SETGID (a verifier's test.sh).
+    pub switch_user: bool,
 }
 
 /// How it ended, as the supervisor reported it.
@@ -82,6 +84,7 @@ pub async fn run(
         state_end: job.state_end,
         stdin: job.stdin.is_some(),
         user: job.user,
+        switch_user: job.switch_user,
     };
     let frame = runner_supervisor::protocol::encode(&req, b"").len();
     if frame > MAX_FRAME {
@@ -287,6 +290,7 @@ pub async fn run_helper(
         state_end: None,
         stdin,
         user,
+        switch_user: false,
     };
     let stop = CancellationToken::new();
     let (mut seen, mut over) = (0u64, false);
