@@ -216,6 +216,14 @@ pub trait Backend: Send + Sync {
         Ok(None)
     }
 
+    /// Removes an image this backend made for a run (a sandbox's
+    /// [`Executor::snapshot`]); one already gone counts as removed. A
+    /// backend without images has nothing to remove.
+    async fn remove_image(&self, image: &str) -> Result<(), ExecError> {
+        let _ = image;
+        Ok(())
+    }
+
     /// Copies the image's working directory (a task's start state) into
     /// the empty host directory `host`.
     async fn seed(&self, image: &str, host: &Path, run_id: &str) -> Result<Seeded, ExecError>;

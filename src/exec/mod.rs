@@ -160,6 +160,44 @@ pub fn background_killed_note(n: u32) -> String {
     )
 }
 
+/// How one path of a sandbox's filesystem differs from its image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One path the sandbox changed, as the engine's diff of its filesystem
+/// against the image lists it (mounts such as the workspace are not in it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FsChange {
+    pub kind: ChangeKind,
+    /// Absolute path in the sandbox.
+    pub path: String,
+}
+
+/// Most entries of a filesystem diff kept in memory (see [`FsChanges`]).
+pub const MAX_FS_CHANGES: usize = 100_000;
+
+/// A sandbox's filesystem changes, at most [`MAX_FS_CHANGES`] of them;
+/// derefs to the kept list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FsChanges {
+    /// The changes kept, in the engine's order.
+    pub changes: Vec<FsChange>,
+    /// How many more the engine listed past the cap (0: the list is whole).
+    pub omitted: usize,
+}
+
+impl std::ops::Deref for FsChanges {
+    type Target = [FsChange];
+    fn deref(&self) -> &[FsChange] {
+        &self.changes
+    }
+}
+
 /// A sandbox: where tool calls run. The loop and eval know only this (and
 /// [`backend::Backend`], which starts one).
 #[async_trait]
@@ -227,6 +265,22 @@ pub trait Executor: Send + Sync {
         host: &std::path::Path,
         max_bytes: u64,
     ) -> Result<(), ExecError>;
+
+    /// What the sandbox changed in its filesystem compared with its image
+    /// (tamper evidence for grading), bounded by [`MAX_FS_CHANGES`].
+    async fn changes(&self) -> Result<FsChanges, ExecError> {
+        Err(ExecError::Unsupported(
+            "list the sandbox's filesystem changes",
+        ))
+    }
+
+    /// Saves the sandbox's filesystem (without its mounts: the workspace
+    /// is not in it) as an image a new sandbox can start from; returns its
+    /// reference. Nothing of the sandbox's processes is in it. The caller
+    /// removes it with [`backend::Backend::remove_image`].
+    async fn snapshot(&self) -> Result<String, ExecError> {
+        Err(ExecError::Unsupported("snapshot its filesystem"))
+    }
 
     /// Releases everything the executor holds (containers, processes) and
     /// hands the workspace back. Idempotent; called on every exit path.

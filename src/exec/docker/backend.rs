@@ -97,15 +97,22 @@ impl Backend for DockerBackend {
                 .iter()
                 .map(|v| format!("removed volume {v}")),
         );
+        done.extend(
+            report
+                .images_removed
+                .iter()
+                .map(|i| format!("removed snapshot image {i}")),
+        );
         let mut errors = report.errors;
         errors.extend(disks.errors);
         Ok(Cleanup {
             done,
             errors,
             summary: Some(format!(
-                "removed {} containers and {} volumes",
+                "removed {} containers, {} volumes and {} snapshot images",
                 report.containers_removed.len(),
-                report.volumes_removed.len()
+                report.volumes_removed.len(),
+                report.images_removed.len()
             )),
         })
     }
@@ -128,6 +135,11 @@ impl Backend for DockerBackend {
                     detail: e.to_string(),
                 }),
         }
+    }
+
+    async fn remove_image(&self, image: &str) -> Result<(), ExecError> {
+        let docker = client::connect().await?;
+        super::snapshot::remove_image(&docker, image).await
     }
 
     async fn seed(&self, image: &str, host: &Path, run_id: &str) -> Result<Seeded, ExecError> {

@@ -234,9 +234,11 @@ pub fn spec(
         format!("rw,nosuid,nodev,exec,size={DEFAULT_HOME_SIZE_BYTES},{owner}"),
     );
     if !cfg.writable_rootfs {
+        // Executable, as on a writable root (the engine's tmpfs is noexec
+        // unless told): builds and test harnesses run what they put there.
         tmpfs.insert(
             "/tmp".to_string(),
-            format!("rw,nosuid,nodev,size={},mode=1777", cfg.tmp_size_bytes),
+            format!("rw,nosuid,nodev,exec,size={},mode=1777", cfg.tmp_size_bytes),
         );
         tmpfs.insert(
             "/run".to_string(),

@@ -21,6 +21,7 @@ mod lifeline;
 mod oom;
 mod run;
 mod seed;
+mod snapshot;
 mod workspace;
 
 use client::ENGINE;
@@ -46,6 +47,7 @@ pub use container::{
 pub use engine::{EngineInfo, Kernel, REGISTER_RUNTIME_HINT, RuntimeInfo, SandboxSecurity};
 pub use gc::{GcReport, gc};
 pub use seed::seed_workspace;
+pub use snapshot::{LABEL_SNAPSHOT, SNAPSHOT_REPO};
 pub use workspace::recover_disks;
 
 use super::{ExecError, ExecOutput, ExecRequest, Executor};
@@ -117,6 +119,8 @@ pub struct DockerExecutor {
     unrecoverable: std::sync::Mutex<Option<String>>,
     finishing: tokio::sync::Mutex<()>,
     removed: AtomicBool,
+    /// The run's labels, put on a snapshot so `runner gc` finds it.
+    labels: std::collections::HashMap<String, String>,
 }
 
 impl DockerExecutor {
@@ -298,6 +302,7 @@ impl DockerExecutor {
             unrecoverable: std::sync::Mutex::new(None),
             finishing: tokio::sync::Mutex::new(()),
             removed: AtomicBool::new(false),
+            labels: container::labels(&cfg),
         };
         if let Err(e) = exec.init(&engine).await {
             let _ = exec.finish(false).await;
@@ -561,6 +566,16 @@ impl Executor for DockerExecutor {
     ) -> Result<(), ExecError> {
         let _turn = self.turn().await?;
         files::download_dir(&self.lifeline.supervisor, src, host, max_bytes).await
+    }
+
+    async fn changes(&self) -> Result<crate::exec::FsChanges, ExecError> {
+        let _turn = self.turn().await?;
+        snapshot::changes(&self.docker, &self.id).await
+    }
+
+    async fn snapshot(&self) -> Result<String, ExecError> {
+        let _turn = self.turn().await?;
+        snapshot::commit(&self.docker, &self.id, &self.labels).await
     }
 
     async fn shutdown(&self) -> Result<(), ExecError> {
