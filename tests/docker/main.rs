@@ -18,3 +18,4 @@ mod limits;
 mod measure;
 mod pull;
 mod shell;
+mod snapshot;
