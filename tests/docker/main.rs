@@ -11,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod build_cache;
 mod confine;
 mod files;
 mod lifecycle;

@@ -128,12 +128,18 @@ impl Backend for DockerBackend {
                 context,
                 timeout,
                 label,
-            } => build::build_cached(&docker, context, timeout, label)
-                .await
-                .map_err(|e| ExecError::ImageUnavailable {
-                    image: context.display().to_string(),
-                    detail: e.to_string(),
-                }),
+            } => build::build_cached(
+                &docker,
+                context,
+                timeout,
+                label,
+                &std::collections::HashMap::new(),
+            )
+            .await
+            .map_err(|e| ExecError::ImageUnavailable {
+                image: context.display().to_string(),
+                detail: e.to_string(),
+            }),
         }
     }
 

@@ -11,6 +11,7 @@ mod client;
 mod config;
 mod container;
 mod copy;
+mod dockerfile;
 mod engine;
 mod files;
 mod gc;
