@@ -20,3 +20,4 @@ mod measure;
 mod pull;
 mod shell;
 mod snapshot;
+mod workdir;

@@ -157,7 +157,19 @@ impl DockerExecutor {
             None => None,
             Some(p) if copy => {
                 let host_dir = p.canonicalize()?;
-                Some(Workspace::Copy { host: host_dir })
+                // An exact copy (a verifier's) starts from an empty volume,
+                // which the engine makes root's: the upload gives the tree
+                // the image's owner of the directory back.
+                let owner = if cfg.volume_no_copy {
+                    seed::image_dir_owner(&docker, &cfg.image, &cfg.workdir, &cfg.run_id).await?
+                } else {
+                    None
+                };
+                Some(Workspace::Copy {
+                    host: host_dir,
+                    owner,
+                    root_writable: cfg.writable_rootfs,
+                })
             }
             Some(p) => {
                 let host_dir = p.canonicalize()?;
@@ -364,9 +376,29 @@ impl DockerExecutor {
                 path.display()
             );
         }
-        if let Some(Workspace::Copy { host, .. }) = &self.workspace {
+        if let Some(Workspace::Copy {
+            host,
+            owner,
+            root_writable,
+        }) = &self.workspace
+        {
             let (uid, gid) = numeric_user(&self.user).unwrap_or((0, 0));
-            copy::upload_to(&self.docker, &self.id, host, &self.workdir, uid, gid).await?;
+            match owner {
+                Some(o) => {
+                    copy::upload_owned(
+                        &self.docker,
+                        &self.id,
+                        host,
+                        &self.workdir,
+                        *o,
+                        *root_writable,
+                    )
+                    .await?
+                }
+                None => {
+                    copy::upload_to(&self.docker, &self.id, host, &self.workdir, uid, gid).await?
+                }
+            }
         }
         Ok(())
     }
