@@ -64,11 +64,9 @@ pub fn from_changes(changes: &[FsChange], home: Option<&str>) -> Vec<Signal> {
     let mut homes = vec!["/root".to_string()];
     if let Some(h) = home
         .map(|h| h.trim_end_matches('/'))
-        .filter(|h| !h.is_empty())
+        .filter(|h| !h.is_empty() && *h != "/root")
     {
-        if !homes.iter().any(|x| x == h) {
-            homes.push(h.to_string());
-        }
+        homes.push(h.to_string());
     }
     let added: HashSet<&str> = changes
         .iter()
