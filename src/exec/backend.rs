@@ -106,6 +106,13 @@ pub struct SandboxSpec {
     /// Whether `cd` and exported variables carry over between commands
     /// (see [`super::shell`]).
     pub shell: ShellMode,
+    /// A copied workspace keeps the image's owner of the working
+    /// directory (the tree uploaded as that owner's, and on a writable
+    /// root the directory itself) instead of the command user's; with an
+    /// `exact` copy the directory is otherwise root's. A root user without
+    /// capabilities cannot then write into a directory the image gave to
+    /// another user.
+    pub keep_workdir_owner: bool,
 }
 
 impl SandboxSpec {
@@ -130,6 +137,7 @@ impl SandboxSpec {
             redactor: Redactor::default(),
             keep_background: false,
             shell: ShellMode::Fresh,
+            keep_workdir_owner: false,
         }
     }
 }

@@ -55,6 +55,7 @@ pub fn docker_config(spec: &SandboxSpec) -> DockerConfig {
         max_run_time: spec.max_run_time,
         runtime: spec.runtime.clone(),
         keep_background: spec.keep_background,
+        keep_workdir_owner: spec.keep_workdir_owner,
         shell: spec.shell,
         ..DockerConfig::default()
     }

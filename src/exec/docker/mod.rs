@@ -158,9 +158,9 @@ impl DockerExecutor {
             Some(p) if copy => {
                 let host_dir = p.canonicalize()?;
                 // An exact copy (a verifier's) starts from an empty volume,
-                // which the engine makes root's: the upload gives the tree
-                // the image's owner of the directory back.
-                let owner = if cfg.volume_no_copy {
+                // which the engine makes root's: on request the upload
+                // gives the tree the image's owner of the directory back.
+                let owner = if cfg.keep_workdir_owner {
                     seed::image_dir_owner(&docker, &cfg.image, &cfg.workdir, &cfg.run_id).await?
                 } else {
                     None

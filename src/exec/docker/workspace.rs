@@ -25,9 +25,9 @@ pub(super) enum Workspace {
     /// Copied through an anonymous volume that goes with the container.
     Copy {
         host: PathBuf,
-        /// For an exact copy (an empty volume, which the engine makes
-        /// root's): the image's owner of the directory, given to the
-        /// uploaded tree and, on a writable root, to the directory itself.
+        /// With `keep_workdir_owner`: the image's owner of the directory,
+        /// given to the uploaded tree and, on a writable root, to the
+        /// directory itself (an exact copy's empty volume is root's).
         owner: Option<super::copy::DirOwner>,
         root_writable: bool,
     },
