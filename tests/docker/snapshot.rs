@@ -62,6 +62,23 @@ async fn a_snapshot_keeps_the_filesystem_and_none_of_the_processes() {
 
     let image = ex.snapshot().await.unwrap();
     let info = d.inspect_image(&image).await.unwrap();
+    // The original image's start-up, not the sandbox's supervisor.
+    let base = d.inspect_image(TINY).await.unwrap().config.unwrap();
+    let config = info.config.clone().unwrap();
+    let shown = format!("{config:?}");
+    assert_eq!(
+        (
+            config.entrypoint.unwrap_or_default(),
+            &config.cmd,
+            &config.working_dir
+        ),
+        (
+            base.entrypoint.clone().unwrap_or_default(),
+            &base.cmd,
+            &base.working_dir
+        ),
+        "{shown}"
+    );
     let labels = info.config.and_then(|c| c.labels).unwrap_or_default();
     assert_eq!(labels.get(LABEL_RUN_ID), Some(&id), "{labels:?}");
     assert_eq!(labels.get(LABEL_SNAPSHOT), Some(&id));

@@ -80,10 +80,10 @@ fn snapshot_tag(run_id: &str) -> String {
 /// command, environment, user and working directory are the original
 /// image's, not the sandbox's supervisor and settings, so the snapshot is
 /// that image plus the filesystem changes. The engine still fills what the
-/// image leaves empty from the container (an image with neither entrypoint
-/// nor command gets the supervisor's, an empty user becomes `0:0`, the
-/// container's HOME is added to an environment without one); a sandbox
-/// started from it replaces all of that anyway.
+/// image leaves empty from the container (an image without a command gets
+/// the supervisor's arguments, an empty user becomes `0:0`, the same user,
+/// and the container's HOME is added to an environment without one); a
+/// sandbox started from it replaces all of that anyway.
 pub async fn commit(
     docker: &Docker,
     id: &str,
@@ -118,7 +118,9 @@ pub async fn commit(
     all.extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
     all.insert(LABEL_SNAPSHOT.into(), run_id.clone());
     let config = ContainerConfig {
-        entrypoint: base.entrypoint,
+        // Empty, not absent: the engine fills an absent one from the
+        // container (the supervisor).
+        entrypoint: Some(base.entrypoint.unwrap_or_default()),
         cmd: base.cmd,
         env: base.env,
         user: base.user,
