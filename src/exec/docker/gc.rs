@@ -292,6 +292,17 @@ mod tests {
             &l,
             &named("/runner-20260101-x-0a1b2c3d")
         ));
+        // The run's helper containers (seeding, an owner lookup) too.
+        for helper in [
+            "/runner-20260101-x-0a1b2c3d-seed",
+            "/runner-20260101-x-0a1b2c3d-owner",
+        ] {
+            assert!(is_sandbox_container(&l, &named(helper)), "{helper}");
+        }
+        assert!(!is_sandbox_container(
+            &l,
+            &named("/runner-20260101-x-0a1b2c3d-other")
+        ));
         assert!(!is_sandbox_container(&l, &named("/eager_hopper")));
         assert!(!is_sandbox_container(&l, &named("/runner-20260101-x-zz")));
         assert!(!is_sandbox_container(
