@@ -323,12 +323,16 @@ async fn phases(
 async fn collect_signals(executor: &dyn Executor, home: &str) -> Vec<evidence::Signal> {
     let mut signals = Vec::new();
     match executor.changes().await {
-        Ok(changes) => signals.extend(evidence::from_changes(&changes, Some(home))),
+        Ok(changes) => signals.extend(evidence::from_fs_changes(&changes, Some(home))),
         Err(ExecError::Unsupported(_)) => {}
         Err(e) => tracing::warn!("cannot list the agent sandbox's changes: {e}"),
     }
     match executor.processes().await {
-        Ok(procs) => signals.extend(evidence::from_processes(&procs)),
+        Ok(procs) => {
+            let procs: Vec<(u32, u32, String)> =
+                procs.into_iter().map(|p| (p.pid, p.uid, p.cmdline)).collect();
+            signals.extend(evidence::from_processes(&procs));
+        }
         Err(ExecError::Unsupported(_)) => {}
         Err(e) => tracing::warn!("cannot list the agent sandbox's processes: {e}"),
     }

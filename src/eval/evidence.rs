@@ -1,36 +1,513 @@
-//! Tamper signals of an attempt (placeholder until the full filter lands).
+//! Tamper evidence: what the agent changed on the verifier's path, read
+//! from the engine's diff of its sandbox, and what it left running when
+//! grading starts. Each finding is one short line; the list is evidence
+//! for a reader, not a verdict (installing a tool into /usr/local/bin is
+//! often the task itself).
+
+use std::collections::HashSet;
 
 use serde::Serialize;
 
-use crate::exec::{FsChange, ProcessInfo};
+use crate::exec::{ChangeKind, FsChange, FsChanges};
 
-/// One thing the agent left that grading may trust: evidence, not a verdict.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Signal {
+    /// What it touches: "preload", "interpreter", "path", "site-packages",
+    /// "shell-rc", "tests", "logs", "process", or "more" (a collapsed
+    /// remainder), "incomplete" (the diff was cut).
     pub kind: &'static str,
+    /// One short human line.
     pub detail: String,
 }
 
-/// Changes on the verifier's path.
+/// Most signals of one list; the rest are counted in a last "more" line.
+pub const MAX_SIGNALS: usize = 50;
+/// Most signals of one kind before the rest of that kind is counted.
+pub const MAX_PER_KIND: usize = 10;
+/// Longest command line shown for a process, in characters.
+const MAX_CMDLINE_CHARS: usize = 120;
+
+/// The directories of the verifier's PATH (Debian's default for root).
+const PATH_DIRS: [&str; 6] = [
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
+/// Programs test scripts start through (`#!` lines, `python -m pytest`).
+const INTERPRETERS: [&str; 7] = ["perl", "node", "ruby", "bash", "sh", "dash", "env"];
+
+/// Shell start-up files in a home directory.
+const HOME_RC: [&str; 4] = [".bashrc", ".profile", ".bash_profile", ".bash_login"];
+
+/// Kinds in the order they are listed (the most telling first).
+const ORDER: [&str; 8] = [
+    "preload",
+    "interpreter",
+    "site-packages",
+    "path",
+    "shell-rc",
+    "tests",
+    "logs",
+    "process",
+];
+
+/// Signals from a sandbox's filesystem changes; `home` is the agent's
+/// HOME (root's is always checked). A change inside a directory the agent
+/// added is counted with that directory, and a directory listed only
+/// because something below it changed is left out.
 pub fn from_changes(changes: &[FsChange], home: Option<&str>) -> Vec<Signal> {
-    let _ = home;
-    changes
+    let mut homes = vec!["/root".to_string()];
+    if let Some(h) = home
+        .map(|h| h.trim_end_matches('/'))
+        .filter(|h| !h.is_empty() && *h != "/root")
+    {
+        homes.push(h.to_string());
+    }
+    let added: HashSet<&str> = changes
         .iter()
-        .filter(|c| c.path.starts_with("/usr/local/bin") || c.path.starts_with("/tests"))
-        .map(|c| Signal {
-            kind: "path",
-            detail: format!("{:?} {}", c.kind, c.path),
-        })
-        .collect()
+        .filter(|c| c.kind == ChangeKind::Added)
+        .map(|c| c.path.as_str())
+        .collect();
+    // Every directory above a change (the engine lists them as modified).
+    let mut parents: HashSet<&str> = HashSet::new();
+    for c in changes {
+        let mut cur = parent(&c.path);
+        while let Some(p) = cur {
+            if !parents.insert(p) {
+                break;
+            }
+            cur = parent(p);
+        }
+    }
+    let mut inside: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut tops: Vec<&FsChange> = Vec::new();
+    for c in changes {
+        if c.kind == ChangeKind::Added
+            && let Some(top) = added_ancestor(&c.path, &added)
+        {
+            *inside.entry(top).or_default() += 1;
+            continue;
+        }
+        if c.kind == ChangeKind::Modified && parents.contains(c.path.as_str()) {
+            continue;
+        }
+        tops.push(c);
+    }
+    let mut found = Vec::new();
+    for c in tops {
+        let Some((kind, why)) = classify(&c.path, &homes) else {
+            continue;
+        };
+        let verb = match c.kind {
+            ChangeKind::Added => "added",
+            ChangeKind::Modified => "modified",
+            ChangeKind::Deleted => "deleted",
+        };
+        let within = match inside.get(c.path.as_str()) {
+            Some(n) => format!(", {n} entries inside"),
+            None => String::new(),
+        };
+        found.push(Signal {
+            kind,
+            detail: format!("{verb} {} ({why}{within})", one_line(&c.path)),
+        });
+    }
+    collapse(found)
 }
 
-/// Processes still running when grading starts.
-pub fn from_processes(procs: &[ProcessInfo]) -> Vec<Signal> {
-    procs
+/// [`from_changes`] of a bounded diff, saying when it was cut.
+pub fn from_fs_changes(changes: &FsChanges, home: Option<&str>) -> Vec<Signal> {
+    let mut out = from_changes(changes, home);
+    if changes.omitted > 0 {
+        out.push(Signal {
+            kind: "incomplete",
+            detail: format!(
+                "the sandbox changed {} more paths than were kept; they were not checked",
+                changes.omitted
+            ),
+        });
+    }
+    out
+}
+
+/// Signals for processes still running when grading starts, as
+/// `(pid, uid, command line)`; the caller leaves out the sandbox's own
+/// (its supervisor, the listing itself).
+pub fn from_processes(procs: &[(u32, u32, String)]) -> Vec<Signal> {
+    let found = procs
         .iter()
-        .map(|p| Signal {
-            kind: "process",
-            detail: format!("pid {} uid {}: {}", p.pid, p.uid, p.cmdline),
+        .map(|(pid, uid, cmd)| {
+            let mut shown: String = one_line(cmd.trim())
+                .chars()
+                .take(MAX_CMDLINE_CHARS)
+                .collect();
+            if cmd.trim().chars().count() > MAX_CMDLINE_CHARS {
+                shown.push_str("...");
+            }
+            if shown.is_empty() {
+                shown = "(no command line)".into();
+            }
+            Signal {
+                kind: "process",
+                detail: format!("still running: pid {pid} (uid {uid}): {shown}"),
+            }
         })
-        .collect()
+        .collect();
+    collapse(found)
+}
+
+/// The closest ancestor of `path` that is itself in `added`, going up
+/// to the highest one of an unbroken chain of added directories.
+fn added_ancestor<'a>(path: &str, added: &HashSet<&'a str>) -> Option<&'a str> {
+    let mut top = None;
+    let mut cur = parent(path);
+    while let Some(p) = cur {
+        match added.get(p) {
+            Some(a) => top = Some(*a),
+            None => break,
+        }
+        cur = parent(p);
+    }
+    top
+}
+
+/// The parent directory of an absolute path; `None` for `/` itself.
+fn parent(path: &str) -> Option<&str> {
+    let trimmed = path.trim_end_matches('/');
+    let i = trimmed.rfind('/')?;
+    if i == 0 {
+        return (trimmed.len() > 1).then_some("/");
+    }
+    Some(&trimmed[..i])
+}
+
+/// What a changed path is on the verifier's path, and why it matters;
+/// `None` for anything else.
+fn classify(path: &str, homes: &[String]) -> Option<(&'static str, &'static str)> {
+    let name = path.rsplit('/').next().unwrap_or("");
+    let under = |dir: &str| path == dir || path.starts_with(&format!("{dir}/"));
+    if path == "/etc/ld.so.preload" {
+        return Some(("preload", "loaded into every program"));
+    }
+    if path == "/etc/ld.so.conf" || under("/etc/ld.so.conf.d") || path == "/etc/ld.so.cache" {
+        return Some(("preload", "where every program finds its libraries"));
+    }
+    if name == "sitecustomize.py" || name == "usercustomize.py" {
+        return Some(("site-packages", "run by every Python start"));
+    }
+    if path.contains("/site-packages/")
+        || path.contains("/dist-packages/")
+        || name == "site-packages"
+        || name == "dist-packages"
+    {
+        if name.ends_with(".pth") {
+            return Some(("site-packages", "a .pth file: run by every Python start"));
+        }
+        return Some(("site-packages", "Python packages the tests import"));
+    }
+    if let Some(dir) = parent(path)
+        && PATH_DIRS.contains(&dir)
+    {
+        if is_interpreter(name) {
+            return Some(("interpreter", "an interpreter tests run through"));
+        }
+        return Some(("path", "a program on the verifier's PATH"));
+    }
+    if is_python_lib(path) {
+        return Some(("interpreter", "Python's standard library"));
+    }
+    if path == "/etc/profile"
+        || under("/etc/profile.d")
+        || path == "/etc/bash.bashrc"
+        || path == "/etc/environment"
+    {
+        return Some(("shell-rc", "read by shells at start"));
+    }
+    if homes
+        .iter()
+        .any(|h| HOME_RC.iter().any(|rc| path == format!("{h}/{rc}")))
+    {
+        return Some(("shell-rc", "read by the user's shells at start"));
+    }
+    if under("/tests") {
+        return Some(("tests", "where the verifier's tests are put"));
+    }
+    if under("/logs/agent") || under("/logs/artifacts") {
+        return None;
+    }
+    if under("/logs") {
+        return Some(("logs", "where the verifier writes its reward"));
+    }
+    None
+}
+
+/// Whether `name` (a file in a PATH directory) is an interpreter.
+fn is_interpreter(name: &str) -> bool {
+    INTERPRETERS.contains(&name)
+        || name
+            .strip_prefix("python")
+            .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        || name
+            .strip_prefix("perl")
+            .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+}
+
+/// Whether `path` is in a Python standard library (`/usr/lib/python3*`,
+/// `/usr/local/lib/python3*`).
+fn is_python_lib(path: &str) -> bool {
+    ["/usr/lib/", "/usr/local/lib/"].iter().any(|base| {
+        path.strip_prefix(base)
+            .is_some_and(|rest| rest.starts_with("python3"))
+    })
+}
+
+/// `text` on one line, nothing in it acting on a terminal.
+fn one_line(text: &str) -> String {
+    crate::terminal::visible(text)
+        .replace('\n', "\\x0a")
+        .replace('\t', " ")
+}
+
+/// Orders by kind and keeps at most [`MAX_PER_KIND`] of each and
+/// [`MAX_SIGNALS`] in all, counting the rest.
+fn collapse(found: Vec<Signal>) -> Vec<Signal> {
+    let rank = |k: &str| ORDER.iter().position(|o| *o == k).unwrap_or(ORDER.len());
+    let mut found = found;
+    found.sort_by_key(|s| rank(s.kind));
+    let mut out: Vec<Signal> = Vec::new();
+    let mut i = 0;
+    while i < found.len() {
+        let kind = found[i].kind;
+        let n = found[i..].iter().take_while(|s| s.kind == kind).count();
+        out.extend(found[i..i + n].iter().take(MAX_PER_KIND).cloned());
+        if n > MAX_PER_KIND {
+            let noun = if kind == "process" {
+                "processes".to_string()
+            } else {
+                format!("{kind} changes")
+            };
+            out.push(Signal {
+                kind,
+                detail: format!("and {} more {noun}", n - MAX_PER_KIND),
+            });
+        }
+        i += n;
+    }
+    if out.len() > MAX_SIGNALS {
+        let rest = out.len() - (MAX_SIGNALS - 1);
+        out.truncate(MAX_SIGNALS - 1);
+        out.push(Signal {
+            kind: "more",
+            detail: format!("and {rest} more signals"),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ch(kind: ChangeKind, path: &str) -> FsChange {
+        FsChange {
+            kind,
+            path: path.into(),
+        }
+    }
+    use ChangeKind::{Added as A, Deleted as D, Modified as M};
+
+    fn kinds(s: &[Signal]) -> Vec<&str> {
+        s.iter().map(|s| s.kind).collect()
+    }
+
+    #[test]
+    fn changes_on_the_verifiers_path_are_signals_and_the_rest_is_not() {
+        let changes = [
+            ch(M, "/usr"),
+            ch(M, "/usr/local"),
+            ch(M, "/usr/local/bin"),
+            ch(A, "/usr/local/bin/pytest"),
+            ch(M, "/usr/bin"),
+            ch(M, "/usr/bin/python3.11"),
+            ch(D, "/bin/sh"),
+            ch(M, "/etc"),
+            ch(A, "/etc/ld.so.preload"),
+            ch(A, "/etc/ld.so.conf.d/x.conf"),
+            ch(M, "/etc/bash.bashrc"),
+            ch(A, "/etc/profile.d/evil.sh"),
+            ch(A, "/etc/myapp.conf"),
+            ch(M, "/home/agent/.bashrc"),
+            ch(M, "/root/.profile"),
+            ch(M, "/home/other/.bashrc"),
+            ch(A, "/usr/lib/python3/dist-packages/hook.pth"),
+            ch(A, "/opt/venv/lib/python3.11/site-packages/sitecustomize.py"),
+            ch(M, "/usr/lib/python3.11/json/__init__.py"),
+            ch(A, "/tests"),
+            ch(A, "/tests/test_outputs.py"),
+            ch(A, "/logs"),
+            ch(A, "/logs/verifier"),
+            ch(A, "/logs/verifier/reward.txt"),
+            ch(A, "/var/log/app.log"),
+            ch(M, "/opt/data"),
+        ];
+        let s = from_changes(&changes, Some("/home/agent/"));
+        let detail = |needle: &str| {
+            s.iter()
+                .find(|x| x.detail.contains(needle))
+                .unwrap_or_else(|| panic!("{needle} in {s:#?}"))
+        };
+        assert_eq!(detail("/usr/local/bin/pytest").kind, "path");
+        assert!(detail("/usr/local/bin/pytest").detail.starts_with("added "));
+        assert_eq!(detail("/usr/bin/python3.11").kind, "interpreter");
+        assert_eq!(detail("/bin/sh").kind, "interpreter");
+        assert!(detail("/bin/sh").detail.starts_with("deleted "));
+        assert_eq!(detail("/etc/ld.so.preload").kind, "preload");
+        assert_eq!(detail("/etc/ld.so.conf.d/x.conf").kind, "preload");
+        assert_eq!(detail("/etc/bash.bashrc").kind, "shell-rc");
+        assert_eq!(detail("/etc/profile.d/evil.sh").kind, "shell-rc");
+        assert_eq!(detail("/home/agent/.bashrc").kind, "shell-rc");
+        assert_eq!(detail("/root/.profile").kind, "shell-rc");
+        assert_eq!(detail("hook.pth").kind, "site-packages");
+        assert!(detail("hook.pth").detail.contains(".pth"));
+        assert_eq!(detail("sitecustomize.py").kind, "site-packages");
+        assert_eq!(detail("json/__init__.py").kind, "interpreter");
+        // The added /tests holds its file; /logs/verifier its reward.
+        let tests = detail("added /tests ");
+        assert_eq!(tests.kind, "tests");
+        assert!(tests.detail.contains("1 entries inside"), "{tests:?}");
+        assert_eq!(detail("added /logs ").kind, "logs");
+        for quiet in [
+            "/etc/myapp.conf",
+            "/home/other",
+            "/var/log",
+            "/opt/data",
+            "/usr/local ",
+            "reward.txt",
+        ] {
+            assert!(
+                !s.iter().any(|x| x.detail.contains(quiet)),
+                "{quiet} is no signal: {s:#?}"
+            );
+        }
+        // The most telling first.
+        assert_eq!(s[0].kind, "preload");
+        assert_eq!(s.len(), 14, "{s:#?}");
+    }
+
+    #[test]
+    fn the_agents_own_logs_and_an_untouched_sandbox_give_nothing() {
+        let changes = [
+            ch(M, "/logs"),
+            ch(A, "/logs/agent/trajectory.json"),
+            ch(A, "/logs/artifacts/out.tar"),
+        ];
+        assert!(from_changes(&changes, None).is_empty());
+        assert!(from_changes(&[], Some("/root")).is_empty());
+    }
+
+    #[test]
+    fn a_package_install_is_one_line_per_new_directory_and_big_lists_collapse() {
+        let mut changes = vec![ch(M, "/usr/local/lib/python3.11/site-packages")];
+        for pkg in 0..30 {
+            let dir = format!("/usr/local/lib/python3.11/site-packages/pkg{pkg}");
+            changes.push(ch(A, &dir));
+            for f in 0..100 {
+                changes.push(ch(A, &format!("{dir}/m{f}.py")));
+            }
+        }
+        for b in 0..100 {
+            changes.push(ch(A, &format!("/usr/local/bin/tool{b}")));
+        }
+        let s = from_changes(&changes, None);
+        assert_eq!(
+            s.iter().filter(|x| x.kind == "site-packages").count(),
+            MAX_PER_KIND + 1
+        );
+        assert!(s[0].detail.contains("100 entries inside"), "{:?}", s[0]);
+        assert!(
+            s.iter()
+                .any(|x| x.detail == "and 20 more site-packages changes")
+        );
+        assert!(s.iter().any(|x| x.detail == "and 90 more path changes"));
+        assert!(s.len() <= MAX_SIGNALS);
+    }
+
+    #[test]
+    fn the_total_is_bounded() {
+        let procs: Vec<(u32, u32, String)> =
+            (0..5).map(|i| (i, 1000, format!("sleep {i}"))).collect();
+        let s = from_processes(&procs);
+        assert_eq!(s.len(), 5);
+        let changes: Vec<FsChange> = (0..200)
+            .flat_map(|i| {
+                [
+                    ch(A, &format!("/usr/bin/t{i}")),
+                    ch(A, &format!("/etc/profile.d/p{i}")),
+                    ch(A, &format!("/tests/t{i}")),
+                    ch(A, &format!("/logs/l{i}")),
+                    ch(A, &format!("/usr/lib/python3.11/x{i}.py")),
+                    ch(A, &format!("/etc/ld.so.conf.d/c{i}")),
+                ]
+            })
+            .collect();
+        let s = from_changes(&changes, None);
+        assert_eq!(s.len(), MAX_SIGNALS);
+        assert_eq!(s[MAX_SIGNALS - 1].kind, "more");
+        let cut = FsChanges {
+            changes: changes[..3].to_vec(),
+            omitted: 7,
+        };
+        let s = from_fs_changes(&cut, None);
+        assert_eq!(kinds(&s).last(), Some(&"incomplete"));
+        assert!(s.last().unwrap().detail.contains("7 more paths"));
+    }
+
+    #[test]
+    fn processes_are_one_short_visible_line_each() {
+        let long = "x".repeat(500);
+        let s = from_processes(&[
+            (42, 1000, "python3 -m http.server 8000".into()),
+            (
+                43,
+                0,
+                "sh -c 'while true; do echo 1 > /logs/verifier/reward.txt; done'\n\x1b[2J".into(),
+            ),
+            (44, 1000, long),
+            (45, 1000, String::new()),
+        ]);
+        assert_eq!(kinds(&s), ["process"; 4]);
+        assert_eq!(
+            s[0].detail,
+            "still running: pid 42 (uid 1000): python3 -m http.server 8000"
+        );
+        assert!(
+            !s[1].detail.contains('\n') && !s[1].detail.contains('\x1b'),
+            "{:?}",
+            s[1]
+        );
+        assert!(s[2].detail.len() < 200 && s[2].detail.ends_with("..."));
+        assert!(s[3].detail.ends_with("(no command line)"));
+        let many: Vec<(u32, u32, String)> = (0..80).map(|i| (i, 0, "sleep 1".into())).collect();
+        let s = from_processes(&many);
+        assert_eq!(s.len(), MAX_PER_KIND + 1);
+        assert_eq!(s[MAX_PER_KIND].detail, "and 70 more processes");
+    }
+
+    #[test]
+    fn parents_and_interpreters() {
+        assert_eq!(parent("/a/b"), Some("/a"));
+        assert_eq!(parent("/a"), Some("/"));
+        assert_eq!(parent("/"), None);
+        for i in ["python3", "python3.11", "python", "perl5.36", "env", "sh"] {
+            assert!(is_interpreter(i), "{i}");
+        }
+        for n in ["python3-config", "pytest", "shfmt"] {
+            assert!(!is_interpreter(n), "{n}");
+        }
+    }
 }

@@ -106,6 +106,13 @@ pub struct SandboxSpec {
     /// Whether `cd` and exported variables carry over between commands
     /// (see [`super::shell`]).
     pub shell: ShellMode,
+    /// A copied workspace keeps the image's owner of the working
+    /// directory (the tree uploaded as that owner's, and on a writable
+    /// root the directory itself) instead of the command user's; with an
+    /// `exact` copy the directory is otherwise root's. A root user without
+    /// capabilities cannot then write into a directory the image gave to
+    /// another user.
+    pub keep_workdir_owner: bool,
 }
 
 impl SandboxSpec {
@@ -130,6 +137,7 @@ impl SandboxSpec {
             redactor: Redactor::default(),
             keep_background: false,
             shell: ShellMode::Fresh,
+            keep_workdir_owner: false,
         }
     }
 }
@@ -228,8 +236,9 @@ pub trait Backend: Send + Sync {
         Ok(None)
     }
 
-    /// Removes an image runner made (a snapshot); nothing for a backend
-    /// without images.
+    /// Removes an image this backend made for a run (a sandbox's
+    /// [`Executor::snapshot`]); one already gone counts as removed. A
+    /// backend without images has nothing to remove.
     async fn remove_image(&self, image: &str) -> Result<(), ExecError> {
         let _ = image;
         Ok(())

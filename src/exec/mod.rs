@@ -74,22 +74,6 @@ pub struct ProcessInfo {
     pub cmdline: String,
 }
 
-/// What happened to a path of a sandbox's filesystem.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum ChangeKind {
-    Added,
-    Modified,
-    Deleted,
-}
-
-/// One path a sandbox changed against its image.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct FsChange {
-    pub kind: ChangeKind,
-    pub path: String,
-}
-
 /// Errors of the executor layer: the sandbox itself failed, not the command.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
@@ -189,6 +173,44 @@ pub fn background_killed_note(n: u32) -> String {
         "[the command exited; {n} background processes it left running were killed \
          (each command's processes end with it)]"
     )
+}
+
+/// How one path of a sandbox's filesystem differs from its image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One path the sandbox changed, as the engine's diff of its filesystem
+/// against the image lists it (mounts such as the workspace are not in it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FsChange {
+    pub kind: ChangeKind,
+    /// Absolute path in the sandbox.
+    pub path: String,
+}
+
+/// Most entries of a filesystem diff kept in memory (see [`FsChanges`]).
+pub const MAX_FS_CHANGES: usize = 100_000;
+
+/// A sandbox's filesystem changes, at most [`MAX_FS_CHANGES`] of them;
+/// derefs to the kept list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FsChanges {
+    /// The changes kept, in the engine's order.
+    pub changes: Vec<FsChange>,
+    /// How many more the engine listed past the cap (0: the list is whole).
+    pub omitted: usize,
+}
+
+impl std::ops::Deref for FsChanges {
+    type Target = [FsChange];
+    fn deref(&self) -> &[FsChange] {
+        &self.changes
+    }
 }
 
 /// A sandbox: where tool calls run. The loop and eval know only this (and
@@ -305,21 +327,25 @@ pub trait Executor: Send + Sync {
         max_bytes: u64,
     ) -> Result<(), ExecError>;
 
-    /// Releases everything the executor holds (containers, processes) and
-    /// hands the workspace back. Idempotent; called on every exit path.
-    async fn shutdown(&self) -> Result<(), ExecError>;
-
-    /// The sandbox's filesystem changes against its image.
-    async fn changes(&self) -> Result<Vec<FsChange>, ExecError> {
+    /// What the sandbox changed in its filesystem compared with its image
+    /// (tamper evidence for grading), bounded by [`MAX_FS_CHANGES`].
+    async fn changes(&self) -> Result<FsChanges, ExecError> {
         Err(ExecError::Unsupported(
             "list the sandbox's filesystem changes",
         ))
     }
 
-    /// An image of the sandbox's filesystem as it is now.
+    /// Saves the sandbox's filesystem (without its mounts: the workspace
+    /// is not in it) as an image a new sandbox can start from; returns its
+    /// reference. Nothing of the sandbox's processes is in it. The caller
+    /// removes it with [`backend::Backend::remove_image`].
     async fn snapshot(&self) -> Result<String, ExecError> {
         Err(ExecError::Unsupported("snapshot its filesystem"))
     }
+
+    /// Releases everything the executor holds (containers, processes) and
+    /// hands the workspace back. Idempotent; called on every exit path.
+    async fn shutdown(&self) -> Result<(), ExecError>;
 
     /// Like [`Executor::shutdown`], but the sandbox's changes to the
     /// workspace are dropped (a verifier's). Idempotent.

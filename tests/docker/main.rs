@@ -12,6 +12,7 @@
 mod support;
 
 mod accounts;
+mod build_cache;
 mod confine;
 mod files;
 mod lifecycle;
@@ -20,3 +21,5 @@ mod measure;
 mod processes;
 mod pull;
 mod shell;
+mod snapshot;
+mod workdir;

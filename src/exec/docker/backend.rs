@@ -55,6 +55,7 @@ pub fn docker_config(spec: &SandboxSpec) -> DockerConfig {
         max_run_time: spec.max_run_time,
         runtime: spec.runtime.clone(),
         keep_background: spec.keep_background,
+        keep_workdir_owner: spec.keep_workdir_owner,
         shell: spec.shell,
         ..DockerConfig::default()
     }
@@ -97,15 +98,22 @@ impl Backend for DockerBackend {
                 .iter()
                 .map(|v| format!("removed volume {v}")),
         );
+        done.extend(
+            report
+                .images_removed
+                .iter()
+                .map(|i| format!("removed snapshot image {i}")),
+        );
         let mut errors = report.errors;
         errors.extend(disks.errors);
         Ok(Cleanup {
             done,
             errors,
             summary: Some(format!(
-                "removed {} containers and {} volumes",
+                "removed {} containers, {} volumes and {} snapshot images",
                 report.containers_removed.len(),
-                report.volumes_removed.len()
+                report.volumes_removed.len(),
+                report.images_removed.len()
             )),
         })
     }
@@ -121,13 +129,24 @@ impl Backend for DockerBackend {
                 context,
                 timeout,
                 label,
-            } => build::build_cached(&docker, context, timeout, label)
-                .await
-                .map_err(|e| ExecError::ImageUnavailable {
-                    image: context.display().to_string(),
-                    detail: e.to_string(),
-                }),
+            } => build::build_cached(
+                &docker,
+                context,
+                timeout,
+                label,
+                &std::collections::HashMap::new(),
+            )
+            .await
+            .map_err(|e| ExecError::ImageUnavailable {
+                image: context.display().to_string(),
+                detail: e.to_string(),
+            }),
         }
+    }
+
+    async fn remove_image(&self, image: &str) -> Result<(), ExecError> {
+        let docker = client::connect().await?;
+        super::snapshot::remove_image(&docker, image).await
     }
 
     async fn seed(&self, image: &str, host: &Path, run_id: &str) -> Result<Seeded, ExecError> {

@@ -1,6 +1,8 @@
 //! Building an image from a directory with a Dockerfile (a task's
 //! `environment/`), once, cached under a tag derived from the directory's
-//! content, so an unchanged task is not rebuilt on the next run.
+//! content, the ids of the images it builds on and the build arguments, so
+//! an unchanged task is not rebuilt on the next run and one whose base
+//! image was rebuilt is.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -43,20 +45,32 @@ pub async fn build_cached(
     context: &Path,
     timeout: Duration,
     label: &str,
+    build_args: &HashMap<String, String>,
 ) -> Result<String, ImageError> {
-    if !context.join("Dockerfile").is_file() {
+    let dockerfile = context.join("Dockerfile");
+    if !dockerfile.is_file() {
         return Err(ImageError::NoImage(context.to_path_buf()));
     }
-    let (tag, tar) = {
+    let text = std::fs::read_to_string(&dockerfile).map_err(|source| ImageError::Context {
+        path: dockerfile.clone(),
+        source,
+    })?;
+    let (content, tar) = {
         let d = context.to_path_buf();
         tokio::task::spawn_blocking(move || context_tar(&d))
             .await
             .map_err(|e| ImageError::Docker(e.to_string()))??
     };
+    let mut bases = Vec::new();
+    for image in super::dockerfile::base_images(&text, build_args) {
+        let id = base_id(docker, &image).await;
+        bases.push((image, id));
+    }
+    let tag = cache_tag(content, &bases, build_args);
     if docker.inspect_image(&tag).await.is_ok() {
         return Ok(tag);
     }
-    match tokio::time::timeout(timeout, build(docker, &tag, label, tar)).await {
+    match tokio::time::timeout(timeout, build(docker, &tag, label, build_args, tar)).await {
         Ok(r) => r.map(|()| tag),
         Err(_) => Err(ImageError::Timeout {
             tag,
@@ -65,9 +79,44 @@ pub async fn build_cached(
     }
 }
 
+/// The id of the local image `image`, pulled first when missing; `None`
+/// when it cannot be had (the build then reports why).
+async fn base_id(docker: &Docker, image: &str) -> Option<String> {
+    if let Ok(info) = docker.inspect_image(image).await {
+        return info.id;
+    }
+    if let Err(e) = super::image::ensure_image(docker, image).await {
+        tracing::debug!("base image {image} is not available before the build: {e}");
+        return None;
+    }
+    docker.inspect_image(image).await.ok().and_then(|i| i.id)
+}
+
+/// The cache tag of a build: the context's content hash, each base image
+/// with the id it has now, and the build arguments (sorted).
+fn cache_tag(
+    content: u64,
+    bases: &[(String, Option<String>)],
+    build_args: &HashMap<String, String>,
+) -> String {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    content.hash(&mut hasher);
+    bases.hash(&mut hasher);
+    let mut args: Vec<_> = build_args.iter().collect();
+    args.sort();
+    args.hash(&mut hasher);
+    format!("{TASK_IMAGE_REPO}:{:016x}", hasher.finish())
+}
+
 /// Builds with the classic builder, network off, intermediate containers
 /// always removed, the image labelled as runner's.
-async fn build(docker: &Docker, tag: &str, task: &str, context: Vec<u8>) -> Result<(), ImageError> {
+async fn build(
+    docker: &Docker,
+    tag: &str,
+    task: &str,
+    build_args: &HashMap<String, String>,
+    context: Vec<u8>,
+) -> Result<(), ImageError> {
     let labels = HashMap::from([
         (LABEL_MANAGED.to_string(), MANAGED_VALUE.to_string()),
         (LABEL_TASK.to_string(), task.to_string()),
@@ -78,6 +127,7 @@ async fn build(docker: &Docker, tag: &str, task: &str, context: Vec<u8>) -> Resu
         .forcerm(true)
         .networkmode("none")
         .labels(&labels)
+        .buildargs(build_args)
         .build();
     let mut stream = docker.build_image(opts, None, Some(bollard::body_full(context.into())));
     let mut tail: Vec<String> = Vec::new();
@@ -108,10 +158,10 @@ async fn build(docker: &Docker, tag: &str, task: &str, context: Vec<u8>) -> Resu
     Ok(())
 }
 
-/// Tars `dir` (links kept as links) and derives the cache tag from the
-/// paths, modes and contents. The hash is std's SipHash with fixed keys:
-/// stable for a given toolchain, and a change only costs a rebuild.
-fn context_tar(dir: &Path) -> Result<(String, Vec<u8>), ImageError> {
+/// Tars `dir` (links kept as links) and hashes the paths, modes and
+/// contents. The hash is std's SipHash with fixed keys: stable for a given
+/// toolchain, and a change only costs a rebuild.
+fn context_tar(dir: &Path) -> Result<(u64, Vec<u8>), ImageError> {
     let err = |source| ImageError::Context {
         path: dir.to_path_buf(),
         source,
@@ -134,7 +184,7 @@ fn context_tar(dir: &Path) -> Result<(String, Vec<u8>), ImageError> {
         builder.append_path_with_name(&full, rel).map_err(err)?;
     }
     let data = builder.into_inner().map_err(err)?;
-    Ok((format!("{TASK_IMAGE_REPO}:{:016x}", hasher.finish()), data))
+    Ok((hasher.finish(), data))
 }
 
 fn walk(base: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {

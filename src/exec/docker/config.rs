@@ -128,6 +128,9 @@ pub struct DockerConfig {
     /// Leave what a command started in the background running after it
     /// exits; by default it is killed and the model is told.
     pub keep_background: bool,
+    /// Copy mode only: the uploaded workspace gets the image's owner of
+    /// `workdir` (see [`crate::exec::backend::SandboxSpec`]).
+    pub keep_workdir_owner: bool,
 }
 
 impl Default for DockerConfig {
@@ -156,6 +159,7 @@ impl Default for DockerConfig {
             max_run_time: Duration::from_secs(DEFAULT_MAX_RUN_SECS),
             runtime: None,
             keep_background: false,
+            keep_workdir_owner: false,
         }
     }
 }

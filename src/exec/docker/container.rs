@@ -234,9 +234,11 @@ pub fn spec(
         format!("rw,nosuid,nodev,exec,size={DEFAULT_HOME_SIZE_BYTES},{owner}"),
     );
     if !cfg.writable_rootfs {
+        // Executable, as on a writable root (the engine's tmpfs is noexec
+        // unless told): builds and test harnesses run what they put there.
         tmpfs.insert(
             "/tmp".to_string(),
-            format!("rw,nosuid,nodev,size={},mode=1777", cfg.tmp_size_bytes),
+            format!("rw,nosuid,nodev,exec,size={},mode=1777", cfg.tmp_size_bytes),
         );
         tmpfs.insert(
             "/run".to_string(),
@@ -417,14 +419,25 @@ fn name_prefix(run_id: &str) -> String {
     format!("runner-{clean}-")
 }
 
+/// Suffixes of the names of runner's never-started helper containers of a
+/// run (seeding a workspace, reading an image directory's owner).
+pub const HELPER_SUFFIXES: [&str; 2] = ["-seed", "-owner"];
+
 /// Whether `name` (as the engine lists it, maybe with a leading `/`) is one
-/// [`container_name`] gives to run `run_id`. Labels are inherited from an
-/// image (a committed sandbox passes its labels to every container made
-/// from it, build containers included); the name is not.
+/// [`container_name`] gives to run `run_id`, or that name with one of
+/// [`HELPER_SUFFIXES`]. Labels are inherited from an image (a committed
+/// sandbox passes its labels to every container made from it, build
+/// containers included); the name is not.
 pub fn is_sandbox_name(name: &str, run_id: &str) -> bool {
     name.trim_start_matches('/')
         .strip_prefix(&name_prefix(run_id))
-        .is_some_and(|rest| rest.len() == 8 && rest.bytes().all(|b| b.is_ascii_hexdigit()))
+        .is_some_and(|rest| {
+            let rest = HELPER_SUFFIXES
+                .iter()
+                .find_map(|s| rest.strip_suffix(s))
+                .unwrap_or(rest);
+            rest.len() == 8 && rest.bytes().all(|b| b.is_ascii_hexdigit())
+        })
 }
 
 /// Creates the container, ties it to this process (see `lifeline`) and

@@ -37,6 +37,62 @@ pub async fn upload_to(
     let mut builder = tar::Builder::new(Vec::new());
     add_dir(&mut builder, host, Path::new(""), uid, gid)?;
     let data = builder.into_inner()?;
+    send(docker, id, dest, data).await
+}
+
+/// The owner and mode of a directory in an image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirOwner {
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u32,
+}
+
+/// Like [`upload_to`], but everything is owned by `owner` (the image's
+/// owner of `dest`), and with `top` the directory `dest` itself gets that
+/// owner and mode too: an upload into a directory leaves the directory's
+/// own metadata alone, so it is sent as the top entry of an upload into
+/// its parent (which needs a writable root filesystem).
+pub async fn upload_owned(
+    docker: &Docker,
+    id: &str,
+    host: &Path,
+    dest: &str,
+    owner: DirOwner,
+    top: bool,
+) -> Result<(), ExecError> {
+    let dest_path = Path::new(dest);
+    let split = dest_path.parent().zip(dest_path.file_name());
+    let (into, prefix) = match split {
+        Some((parent, name)) if top => (parent.to_string_lossy().into_owned(), PathBuf::from(name)),
+        _ => (dest.to_string(), PathBuf::new()),
+    };
+    let mut b = tar::Builder::new(Vec::new());
+    if !prefix.as_os_str().is_empty() {
+        let mut h = tar::Header::new_gnu();
+        h.set_uid(owner.uid.into());
+        h.set_gid(owner.gid.into());
+        h.set_mode(owner.mode & 0o7777);
+        h.set_mtime(super::container::now_secs());
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_size(0);
+        b.append_data(&mut h, &prefix, std::io::empty())?;
+    }
+    let mut left = MAX_UPLOAD_BYTES;
+    add_dir_counted(
+        &mut b,
+        host,
+        Path::new(""),
+        &prefix,
+        (owner.uid, owner.gid),
+        &mut left,
+    )?;
+    let data = b.into_inner()?;
+    send(docker, id, &into, data).await
+}
+
+/// Extracts the tar `data` into the directory `dest` of the container.
+async fn send(docker: &Docker, id: &str, dest: &str, data: Vec<u8>) -> Result<(), ExecError> {
     let opts = UploadToContainerOptionsBuilder::new().path(dest).build();
     call(
         "upload files",
@@ -63,14 +119,16 @@ pub(super) fn add_dir(
     gid: u32,
 ) -> Result<(), ExecError> {
     let mut left = MAX_UPLOAD_BYTES;
-    add_dir_counted(b, base, rel, (uid, gid), &mut left)
+    add_dir_counted(b, base, rel, Path::new(""), (uid, gid), &mut left)
 }
 
-/// [`add_dir`] with `left` bytes of file data still allowed.
+/// [`add_dir`] with `left` bytes of file data still allowed, every name in
+/// the archive under `prefix`.
 fn add_dir_counted(
     b: &mut tar::Builder<Vec<u8>>,
     base: &Path,
     rel: &Path,
+    prefix: &Path,
     (uid, gid): (u32, u32),
     left: &mut u64,
 ) -> Result<(), ExecError> {
@@ -78,6 +136,7 @@ fn add_dir_counted(
         let entry = entry?;
         let rel_path = rel.join(entry.file_name());
         let full = base.join(&rel_path);
+        let name = prefix.join(&rel_path);
         let meta = fs::symlink_metadata(&full)?;
         let mut h = tar::Header::new_gnu();
         h.set_uid(uid.into());
@@ -100,12 +159,12 @@ fn add_dir_counted(
             }
             h.set_entry_type(tar::EntryType::Symlink);
             h.set_size(0);
-            b.append_link(&mut h, &rel_path, target)?;
+            b.append_link(&mut h, &name, target)?;
         } else if ft.is_dir() {
             h.set_entry_type(tar::EntryType::Directory);
             h.set_size(0);
-            b.append_data(&mut h, &rel_path, std::io::empty())?;
-            add_dir_counted(b, base, &rel_path, (uid, gid), left)?;
+            b.append_data(&mut h, &name, std::io::empty())?;
+            add_dir_counted(b, base, &rel_path, prefix, (uid, gid), left)?;
         } else if ft.is_file() {
             if meta.len() > *left {
                 return Err(ExecError::Refused(format!(
@@ -117,7 +176,7 @@ fn add_dir_counted(
             *left -= meta.len();
             h.set_entry_type(tar::EntryType::Regular);
             h.set_size(meta.len());
-            b.append_data(&mut h, &rel_path, fs::File::open(&full)?)?;
+            b.append_data(&mut h, &name, fs::File::open(&full)?)?;
         }
     }
     Ok(())
@@ -369,8 +428,15 @@ mod tests {
         // Refused at once: no file's zeros are read in.
         let mut b = tar::Builder::new(Vec::new());
         let mut left = 1 << 20;
-        let err =
-            add_dir_counted(&mut b, dir.path(), Path::new(""), (0, 0), &mut left).unwrap_err();
+        let err = add_dir_counted(
+            &mut b,
+            dir.path(),
+            Path::new(""),
+            Path::new(""),
+            (0, 0),
+            &mut left,
+        )
+        .unwrap_err();
         assert!(matches!(err, ExecError::Refused(_)), "{err}");
         assert!(b.get_ref().len() < 1 << 20);
     }

@@ -1,4 +1,5 @@
-//! Garbage collection of runner sandboxes (containers and their volumes)
+//! Garbage collection of runner sandboxes (containers, their volumes and
+//! snapshot images)
 //! whose owner died (on this host) or whose expiry passed. A sandbox ends
 //! itself when its runner dies (see `lifeline`); this sweeps what that
 //! cannot cover: a container created but never started, one kept after a
@@ -15,7 +16,8 @@ use std::time::Duration;
 
 use bollard::Docker;
 use bollard::query_parameters::{
-    ListContainersOptionsBuilder, ListVolumesOptionsBuilder, RemoveVolumeOptionsBuilder,
+    ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListVolumesOptionsBuilder,
+    RemoveVolumeOptionsBuilder,
 };
 
 use super::client::{CALL_TIMEOUT, call, docker_err, short, status_of};
@@ -23,6 +25,7 @@ use super::container::{
     LABEL_EXPIRES, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START,
     LABEL_RUN_ID, MANAGED_VALUE, host_name, is_sandbox_name, now_secs, remove,
 };
+use super::snapshot::{LABEL_SNAPSHOT, is_snapshot_image, remove_image};
 use crate::exec::ExecError;
 use crate::exec::liveness;
 
@@ -33,6 +36,8 @@ pub struct GcReport {
     pub containers_removed: Vec<String>,
     /// Names of removed volumes.
     pub volumes_removed: Vec<String>,
+    /// Ids of removed snapshot images (see `snapshot`).
+    pub images_removed: Vec<String>,
     /// One line per object that should have gone but did not.
     pub errors: Vec<String>,
 }
@@ -122,7 +127,41 @@ pub async fn gc(docker: &Docker) -> Result<GcReport, ExecError> {
             Err(e) => report.errors.push(format!("volume {}: {e}", v.name)),
         }
     }
+    sweep_snapshots(docker, now, &host, &mut report).await?;
     Ok(report)
+}
+
+/// Removes the snapshot images of dead runs (after their containers, so
+/// none uses them any more). An image a container still uses stays, with
+/// an error line.
+async fn sweep_snapshots(
+    docker: &Docker,
+    now: u64,
+    host: &str,
+    report: &mut GcReport,
+) -> Result<(), ExecError> {
+    let mut filters = managed_filter();
+    if let Some(l) = filters.get_mut("label") {
+        l.push(LABEL_SNAPSHOT.to_string());
+    }
+    let opts = ListImagesOptionsBuilder::new().filters(&filters).build();
+    let images = call(
+        "list images",
+        "",
+        CALL_TIMEOUT,
+        docker.list_images(Some(opts)),
+    )
+    .await?;
+    for i in images {
+        if !is_snapshot_image(&i.labels, &i.repo_tags) || !is_abandoned(&i.labels, now, host) {
+            continue;
+        }
+        match remove_image(docker, &i.id).await {
+            Ok(()) => report.images_removed.push(i.id),
+            Err(e) => report.errors.push(format!("image {}: {e}", short(&i.id))),
+        }
+    }
+    Ok(())
 }
 
 /// Every runner-labelled container on the engine, running or not.
@@ -252,6 +291,17 @@ mod tests {
         assert!(is_sandbox_container(
             &l,
             &named("/runner-20260101-x-0a1b2c3d")
+        ));
+        // The run's helper containers (seeding, an owner lookup) too.
+        for helper in [
+            "/runner-20260101-x-0a1b2c3d-seed",
+            "/runner-20260101-x-0a1b2c3d-owner",
+        ] {
+            assert!(is_sandbox_container(&l, &named(helper)), "{helper}");
+        }
+        assert!(!is_sandbox_container(
+            &l,
+            &named("/runner-20260101-x-0a1b2c3d-other")
         ));
         assert!(!is_sandbox_container(&l, &named("/eager_hopper")));
         assert!(!is_sandbox_container(&l, &named("/runner-20260101-x-zz")));

@@ -11,6 +11,7 @@ mod client;
 mod config;
 mod container;
 mod copy;
+mod dockerfile;
 mod engine;
 mod files;
 mod gc;
@@ -21,6 +22,7 @@ mod lifeline;
 mod oom;
 mod run;
 mod seed;
+mod snapshot;
 mod workspace;
 
 use client::ENGINE;
@@ -46,6 +48,7 @@ pub use container::{
 pub use engine::{EngineInfo, Kernel, REGISTER_RUNTIME_HINT, RuntimeInfo, SandboxSecurity};
 pub use gc::{GcReport, gc};
 pub use seed::seed_workspace;
+pub use snapshot::{LABEL_SNAPSHOT, SNAPSHOT_REPO};
 pub use workspace::recover_disks;
 
 use super::{ExecError, ExecOutput, ExecRequest, Executor, ProcessInfo};
@@ -119,6 +122,8 @@ pub struct DockerExecutor {
     unrecoverable: std::sync::Mutex<Option<String>>,
     finishing: tokio::sync::Mutex<()>,
     removed: AtomicBool,
+    /// The run's labels, put on a snapshot so `runner gc` finds it.
+    labels: std::collections::HashMap<String, String>,
 }
 
 impl DockerExecutor {
@@ -154,7 +159,19 @@ impl DockerExecutor {
             None => None,
             Some(p) if copy => {
                 let host_dir = p.canonicalize()?;
-                Some(Workspace::Copy { host: host_dir })
+                // An exact copy (a verifier's) starts from an empty volume,
+                // which the engine makes root's: on request the upload
+                // gives the tree the image's owner of the directory back.
+                let owner = if cfg.keep_workdir_owner {
+                    seed::image_dir_owner(&docker, &cfg.image, &cfg.workdir, &cfg.run_id).await?
+                } else {
+                    None
+                };
+                Some(Workspace::Copy {
+                    host: host_dir,
+                    owner,
+                    root_writable: cfg.writable_rootfs,
+                })
             }
             Some(p) => {
                 let host_dir = p.canonicalize()?;
@@ -301,6 +318,7 @@ impl DockerExecutor {
             unrecoverable: std::sync::Mutex::new(None),
             finishing: tokio::sync::Mutex::new(()),
             removed: AtomicBool::new(false),
+            labels: container::labels(&cfg),
         };
         if let Err(e) = exec.init(&engine).await {
             let _ = exec.finish(false).await;
@@ -362,9 +380,29 @@ impl DockerExecutor {
                 path.display()
             );
         }
-        if let Some(Workspace::Copy { host, .. }) = &self.workspace {
+        if let Some(Workspace::Copy {
+            host,
+            owner,
+            root_writable,
+        }) = &self.workspace
+        {
             let (uid, gid) = numeric_user(&self.user).unwrap_or((0, 0));
-            copy::upload_to(&self.docker, &self.id, host, &self.workdir, uid, gid).await?;
+            match owner {
+                Some(o) => {
+                    copy::upload_owned(
+                        &self.docker,
+                        &self.id,
+                        host,
+                        &self.workdir,
+                        *o,
+                        *root_writable,
+                    )
+                    .await?
+                }
+                None => {
+                    copy::upload_to(&self.docker, &self.id, host, &self.workdir, uid, gid).await?
+                }
+            }
         }
         Ok(())
     }
@@ -634,6 +672,16 @@ impl Executor for DockerExecutor {
     ) -> Result<(), ExecError> {
         let _turn = self.turn().await?;
         files::download_dir(&self.lifeline.supervisor, src, host, max_bytes).await
+    }
+
+    async fn changes(&self) -> Result<crate::exec::FsChanges, ExecError> {
+        let _turn = self.turn().await?;
+        snapshot::changes(&self.docker, &self.id).await
+    }
+
+    async fn snapshot(&self) -> Result<String, ExecError> {
+        let _turn = self.turn().await?;
+        snapshot::commit(&self.docker, &self.id, &self.labels).await
     }
 
     async fn shutdown(&self) -> Result<(), ExecError> {

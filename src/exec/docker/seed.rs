@@ -104,6 +104,92 @@ pub async fn seed_workspace(
     })
 }
 
+/// Most bytes of an image directory's archive read to find its own entry
+/// (the first one; a PAX header may come before it).
+const OWNER_PROBE_BYTES: usize = 64 << 10;
+
+/// The owner and mode of the directory `dir` in `image_ref` (from the
+/// first entry of its archive, read through a created, never started,
+/// labelled container); `None` when the image has no such directory.
+pub async fn image_dir_owner(
+    docker: &bollard::Docker,
+    image_ref: &str,
+    dir: &str,
+    run_id: &str,
+) -> Result<Option<copy::DirOwner>, ExecError> {
+    use futures::StreamExt;
+    let cfg = DockerConfig {
+        image: image_ref.to_string(),
+        run_id: run_id.to_string(),
+        ..DockerConfig::default()
+    };
+    let name = format!("{}-owner", container_name(run_id));
+    let body = ContainerCreateBody {
+        image: Some(image_ref.to_string()),
+        entrypoint: Some(vec!["true".into()]),
+        cmd: Some(vec![]),
+        labels: Some(labels(&cfg)),
+        network_disabled: Some(true),
+        ..Default::default()
+    };
+    let opts = CreateContainerOptionsBuilder::new().name(&name).build();
+    let created = call(
+        "create container",
+        &name,
+        CALL_TIMEOUT,
+        docker.create_container(Some(opts), body),
+    )
+    .await?;
+    let opts = bollard::query_parameters::DownloadFromContainerOptionsBuilder::new()
+        .path(dir)
+        .build();
+    let mut head: Vec<u8> = Vec::new();
+    let mut failed = None;
+    {
+        let mut stream = docker.download_from_container(&created.id, Some(opts));
+        while head.len() < OWNER_PROBE_BYTES {
+            match tokio::time::timeout(CALL_TIMEOUT, stream.next()).await {
+                Ok(Some(Ok(chunk))) => head.extend_from_slice(&chunk),
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    failed = Some(e);
+                    break;
+                }
+                // What came so far may hold the entry; else no owner.
+                Err(_) => break,
+            }
+        }
+    }
+    remove(docker, &created.id).await?;
+    if let Some(e) = failed {
+        if super::client::status_of(&e) == Some(404) {
+            return Ok(None);
+        }
+        return Err(super::client::docker_err(
+            "read an image directory",
+            dir,
+            &e,
+        ));
+    }
+    let mut archive = tar::Archive::new(&head[..]);
+    let first = archive
+        .entries()
+        .ok()
+        .and_then(|mut e| e.next())
+        .and_then(Result::ok);
+    Ok(first.and_then(|e| {
+        let h = e.header();
+        if !h.entry_type().is_dir() {
+            return None;
+        }
+        Some(copy::DirOwner {
+            uid: u32::try_from(h.uid().ok()?).ok()?,
+            gid: u32::try_from(h.gid().ok()?).ok()?,
+            mode: h.mode().ok()?,
+        })
+    }))
+}
+
 /// The regular file `path` of the container `id` as text, through the
 /// archive API: `None` when it is missing, a link (the archive holds the
 /// link itself, which is not followed), anything but a regular file, or

@@ -23,7 +23,14 @@ pub(super) enum Workspace {
         disk: std::sync::Mutex<Option<Disk>>,
     },
     /// Copied through an anonymous volume that goes with the container.
-    Copy { host: PathBuf },
+    Copy {
+        host: PathBuf,
+        /// With `keep_workdir_owner`: the image's owner of the directory,
+        /// given to the uploaded tree and, on a writable root, to the
+        /// directory itself (an exact copy's empty volume is root's).
+        owner: Option<super::copy::DirOwner>,
+        root_writable: bool,
+    },
 }
 
 /// Bind-mounts the workspace: through a size-limited filesystem when a
