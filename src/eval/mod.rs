@@ -6,6 +6,7 @@
 //! report with what finished, and exits 130.
 
 pub mod attempt;
+pub mod compose;
 pub mod grade;
 pub mod image;
 pub mod oracle;

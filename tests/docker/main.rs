@@ -17,4 +17,5 @@ mod lifecycle;
 mod limits;
 mod measure;
 mod pull;
+mod services;
 mod shell;

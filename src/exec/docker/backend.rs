@@ -10,7 +10,8 @@ use super::config::{CONTAINER_WORKDIR, DockerConfig, WorkspaceMode as DockerMode
 use super::engine::EngineInfo;
 use super::{DockerExecutor, build, client, gc, image, seed};
 use crate::exec::backend::{
-    Backend, Capabilities, Cleanup, ImageSource, Network, SandboxSpec, Seeded, WorkspaceMode,
+    Backend, Capabilities, Cleanup, ImageSource, Network, SandboxSpec, Seeded, Services,
+    ServicesSpec, WorkspaceMode,
 };
 use crate::exec::{ExecError, Executor};
 
@@ -56,6 +57,8 @@ pub fn docker_config(spec: &SandboxSpec) -> DockerConfig {
         runtime: spec.runtime.clone(),
         keep_background: spec.keep_background,
         shell: spec.shell,
+        join_network: spec.join_network.clone(),
+        network_peers: spec.network_peers.clone(),
         ..DockerConfig::default()
     }
 }
@@ -97,16 +100,31 @@ impl Backend for DockerBackend {
                 .iter()
                 .map(|v| format!("removed volume {v}")),
         );
+        done.extend(
+            report
+                .networks_removed
+                .iter()
+                .map(|n| format!("removed network {n}")),
+        );
         let mut errors = report.errors;
         errors.extend(disks.errors);
         Ok(Cleanup {
             done,
             errors,
-            summary: Some(format!(
-                "removed {} containers and {} volumes",
-                report.containers_removed.len(),
-                report.volumes_removed.len()
-            )),
+            summary: Some(if report.networks_removed.is_empty() {
+                format!(
+                    "removed {} containers and {} volumes",
+                    report.containers_removed.len(),
+                    report.volumes_removed.len()
+                )
+            } else {
+                format!(
+                    "removed {} containers, {} volumes and {} networks",
+                    report.containers_removed.len(),
+                    report.volumes_removed.len(),
+                    report.networks_removed.len()
+                )
+            }),
         })
     }
 
@@ -148,6 +166,10 @@ impl Backend for DockerBackend {
 
     async fn start(&self, spec: SandboxSpec) -> Result<Arc<dyn Executor>, ExecError> {
         Ok(Arc::new(DockerExecutor::start(docker_config(&spec)).await?))
+    }
+
+    async fn start_services(&self, spec: ServicesSpec) -> Result<Arc<dyn Services>, ExecError> {
+        Ok(Arc::new(super::DockerServices::start(spec).await?))
     }
 
     async fn check_runtime(&self, requested: Option<&str>) -> Result<Option<String>, ExecError> {

@@ -128,6 +128,11 @@ pub struct DockerConfig {
     /// Leave what a command started in the background running after it
     /// exits; by default it is killed and the model is told.
     pub keep_background: bool,
+    /// A task's internal service network to join (alias `main`) instead of
+    /// `network`; see `services`.
+    pub join_network: Option<String>,
+    /// The sidecars on `join_network`, for the loosenings line.
+    pub network_peers: Vec<String>,
 }
 
 impl Default for DockerConfig {
@@ -156,6 +161,8 @@ impl Default for DockerConfig {
             max_run_time: Duration::from_secs(DEFAULT_MAX_RUN_SECS),
             runtime: None,
             keep_background: false,
+            join_network: None,
+            network_peers: Vec::new(),
         }
     }
 }
@@ -168,6 +175,12 @@ impl DockerConfig {
         if let Some(net) = self.network.as_deref().filter(|n| *n != "none") {
             out.push(format!(
                 "network '{net}' enabled: the sandbox can reach other hosts"
+            ));
+        }
+        if let Some(net) = &self.join_network {
+            out.push(format!(
+                "joined the task's internal service network {net} (sidecars: {})",
+                self.network_peers.join(", ")
             ));
         }
         if self.writable_rootfs {
@@ -246,6 +259,18 @@ impl DockerConfig {
                 "network '{net}' shares a namespace with the host or another container"
             )));
         }
+        if let Some(net) = self.join_network.as_deref() {
+            if self.network.is_some() {
+                return Err(ExecError::Refused(format!(
+                    "the sandbox cannot both join the service network '{net}' and have a network of its own"
+                )));
+            }
+            if !is_plain_name(net) {
+                return Err(ExecError::Refused(format!(
+                    "service network name '{net}' is not a plain name"
+                )));
+            }
+        }
         for (k, _) in &self.env {
             if k.is_empty() || k.contains('=') {
                 return Err(ExecError::Refused(format!(
@@ -258,6 +283,18 @@ impl DockerConfig {
         }
         Ok(())
     }
+}
+
+/// Whether `name` is a plain engine object name (letters, digits, `-`,
+/// `_`, `.`), so it cannot mean `host` or `container:ID`.
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "host"
+        && name != "none"
+        && name != "bridge"
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 /// True when a `user` string names uid 0 (or `root`, or is empty, which

@@ -4,6 +4,9 @@
 //! cannot cover: a container created but never started, one kept after a
 //! failed copy-back, an engine that kept a dead runner's connection.
 //!
+//! A task's sidecars and their network (see `services`) are swept the same
+//! way: they cannot end with their runner by themselves.
+//!
 //! Only sandboxes are touched: the owner labels must all be there, and a
 //! container must carry the name runner gave it, since labels also reach
 //! containers runner never made (from an image built on a committed
@@ -15,13 +18,17 @@ use std::time::Duration;
 
 use bollard::Docker;
 use bollard::query_parameters::{
-    ListContainersOptionsBuilder, ListVolumesOptionsBuilder, RemoveVolumeOptionsBuilder,
+    ListContainersOptionsBuilder, ListNetworksOptionsBuilder, ListVolumesOptionsBuilder,
+    RemoveVolumeOptionsBuilder,
 };
 
 use super::client::{CALL_TIMEOUT, call, docker_err, short, status_of};
 use super::container::{
     LABEL_EXPIRES, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START,
     LABEL_RUN_ID, MANAGED_VALUE, host_name, is_sandbox_name, now_secs, remove,
+};
+use super::services::{
+    LABEL_SERVICE, is_service_container_name, is_service_network_name, remove_network,
 };
 use crate::exec::ExecError;
 use crate::exec::liveness;
@@ -33,6 +40,8 @@ pub struct GcReport {
     pub containers_removed: Vec<String>,
     /// Names of removed volumes.
     pub volumes_removed: Vec<String>,
+    /// Names of removed service networks (see `services`).
+    pub networks_removed: Vec<String>,
     /// One line per object that should have gone but did not.
     pub errors: Vec<String>,
 }
@@ -50,13 +59,26 @@ fn has_owner_labels(labels: &HashMap<String, String>) -> bool {
     .all(|k| labels.get(*k).is_some_and(|v| !v.is_empty()))
 }
 
-/// Whether a container is a sandbox: owner labels, and the name runner
-/// gave it for that run.
+/// Whether a container is a sandbox or a task's sidecar: owner labels,
+/// and the name runner gave it for that run (and service).
 pub fn is_sandbox_container(labels: &HashMap<String, String>, names: &[String]) -> bool {
     let Some(run_id) = labels.get(LABEL_RUN_ID) else {
         return false;
     };
-    has_owner_labels(labels) && names.iter().any(|n| is_sandbox_name(n, run_id))
+    let service = labels.get(LABEL_SERVICE);
+    has_owner_labels(labels)
+        && names.iter().any(|n| match service {
+            Some(s) => is_service_container_name(n, run_id, s),
+            None => is_sandbox_name(n, run_id),
+        })
+}
+
+/// Whether a network is a task's service network: owner labels, and the
+/// name runner gave it for that run.
+fn is_service_network(labels: &HashMap<String, String>, name: &str) -> bool {
+    labels
+        .get(LABEL_RUN_ID)
+        .is_some_and(|run_id| has_owner_labels(labels) && is_service_network_name(name, run_id))
 }
 
 /// Whether an object with these labels is abandoned: its owner process on
@@ -83,7 +105,8 @@ pub fn is_abandoned(labels: &HashMap<String, String>, now: u64, this_host: &str)
     !liveness::is_alive(pid, labels.get(LABEL_OWNER_START).map(String::as_str))
 }
 
-/// Removes abandoned runner containers, then abandoned runner volumes.
+/// Removes abandoned runner containers (sandboxes and sidecars), then
+/// service networks, then volumes.
 pub async fn gc(docker: &Docker) -> Result<GcReport, ExecError> {
     let mut report = GcReport::default();
     let now = now_secs();
@@ -100,6 +123,31 @@ pub async fn gc(docker: &Docker) -> Result<GcReport, ExecError> {
         match remove(docker, &id).await {
             Ok(()) => report.containers_removed.push(id),
             Err(e) => report.errors.push(format!("container {}: {e}", short(&id))),
+        }
+    }
+    // After the containers, so no sidecar holds the network any more (a
+    // dead run's sandbox goes by itself; one still going is disconnected).
+    let opts = ListNetworksOptionsBuilder::new()
+        .filters(&managed_filter())
+        .build();
+    let networks = call(
+        "list networks",
+        "",
+        CALL_TIMEOUT,
+        docker.list_networks(Some(opts)),
+    )
+    .await?;
+    for n in networks {
+        let (Some(name), Some(labels)) = (n.name, n.labels) else {
+            continue;
+        };
+        if !is_service_network(&labels, &name) || !is_abandoned(&labels, now, &host) {
+            continue;
+        }
+        match remove_network(docker, &name).await {
+            Ok(true) => report.networks_removed.push(name),
+            Ok(false) => {}
+            Err(e) => report.errors.push(format!("network {name}: {e}")),
         }
     }
     let opts = ListVolumesOptionsBuilder::new()

@@ -21,6 +21,7 @@ mod lifeline;
 mod oom;
 mod run;
 mod seed;
+mod services;
 mod workspace;
 
 use client::ENGINE;
@@ -46,6 +47,7 @@ pub use container::{
 pub use engine::{EngineInfo, Kernel, REGISTER_RUNTIME_HINT, RuntimeInfo, SandboxSecurity};
 pub use gc::{GcReport, gc};
 pub use seed::seed_workspace;
+pub use services::{DockerServices, LABEL_SERVICE};
 pub use workspace::recover_disks;
 
 use super::{ExecError, ExecOutput, ExecRequest, Executor};
@@ -129,7 +131,8 @@ impl DockerExecutor {
         // Before anything is made: the runtime must exist and be able to
         // give the network asked for.
         let engine = EngineInfo::read(&docker).await?;
-        let runtime = engine.check_runtime(cfg.runtime.as_deref(), cfg.network.as_deref())?;
+        let network = cfg.join_network.as_deref().or(cfg.network.as_deref());
+        let runtime = engine.check_runtime(cfg.runtime.as_deref(), network)?;
         let kernel = engine.kernel_of(&runtime);
         match gc::gc(&docker).await {
             Ok(r) if !r.containers_removed.is_empty() => {
