@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bollard::Docker;
 use runner::eval::compose;
-use runner::exec::ExecError;
+use runner::exec::{ExecError, Executor};
 use runner::exec::backend::{
     Backend, SandboxSpec, ServiceHealthcheck, ServiceSpec, Services, ServicesSpec,
 };
@@ -422,4 +422,45 @@ async fn a_build_context_that_leaves_the_task_through_a_link_is_refused() {
         err.to_string().contains("leaves the task directory"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn a_sandbox_with_a_network_of_its_own_joins_the_services_too() {
+    let _s = serial();
+    let d = docker().await;
+    let id = run_id("svc-bridge");
+    if refused_without_network(&id).await {
+        return;
+    }
+    let services = DockerServices::start(spec(&id, vec![web("db")]))
+        .await
+        .unwrap_or_else(|e| panic!("starting the services failed: {e}"));
+    let net = services.network().unwrap();
+    let mut c = cfg("svc-bridge");
+    c.run_id = id.clone();
+    c.network = Some("bridge".into());
+    c.join_network = Some(net.clone());
+    c.network_peers = services.names();
+    let ex = start(c).await;
+    // Only the test's own sidecar is asked.
+    let out = run(&ex, "wget -q -O - http://db:8080/", 20.0).await;
+    assert_eq!(out.output.trim(), "pong", "{out:?}");
+    let info = d.inspect_container(ex.container_id(), None).await.unwrap();
+    let nets = info
+        .network_settings
+        .and_then(|n| n.networks)
+        .unwrap_or_default();
+    assert!(
+        nets.contains_key("bridge") && nets.contains_key(&net),
+        "{:?}",
+        nets.keys()
+    );
+    let aliases = nets
+        .get(&net)
+        .and_then(|e| e.aliases.clone())
+        .unwrap_or_default();
+    assert!(aliases.iter().any(|a| a == "main"), "{aliases:?}");
+    ex.shutdown().await.unwrap();
+    services.stop().await.unwrap();
+    assert_gone(&d, &id, &net).await;
 }

@@ -259,17 +259,12 @@ impl DockerConfig {
                 "network '{net}' shares a namespace with the host or another container"
             )));
         }
-        if let Some(net) = self.join_network.as_deref() {
-            if self.network.is_some() {
-                return Err(ExecError::Refused(format!(
-                    "the sandbox cannot both join the service network '{net}' and have a network of its own"
-                )));
-            }
-            if !is_plain_name(net) {
-                return Err(ExecError::Refused(format!(
-                    "service network name '{net}' is not a plain name"
-                )));
-            }
+        if let Some(net) = self.join_network.as_deref()
+            && !is_plain_name(net)
+        {
+            return Err(ExecError::Refused(format!(
+                "service network name '{net}' is not a plain name"
+            )));
         }
         for (k, _) in &self.env {
             if k.is_empty() || k.contains('=') {

@@ -334,10 +334,12 @@ pub fn spec(
         privileged: Some(false),
         readonly_rootfs: Some(!cfg.writable_rootfs),
         tmpfs: (!tmpfs.is_empty()).then_some(tmpfs),
+        // A network of its own first; the service network is then
+        // connected after the creation (`services::connect_main`).
         network_mode: Some(
-            cfg.join_network
+            cfg.network
                 .clone()
-                .or_else(|| cfg.network.clone())
+                .or_else(|| cfg.join_network.clone())
                 .unwrap_or_else(|| "none".into()),
         ),
         memory: Some(cfg.memory_bytes),
@@ -393,15 +395,19 @@ pub fn spec(
         network_disabled: Some(cfg.network.is_none() && cfg.join_network.is_none()),
         // On a task's service network the sandbox is `main`, as Compose
         // names it, so sidecars can reach it too.
-        networking_config: cfg.join_network.as_ref().map(|net| NetworkingConfig {
-            endpoints_config: Some(HashMap::from([(
-                net.clone(),
-                EndpointSettings {
-                    aliases: Some(vec![MAIN_SERVICE_ALIAS.to_string()]),
-                    ..Default::default()
-                },
-            )])),
-        }),
+        networking_config: cfg
+            .join_network
+            .as_ref()
+            .filter(|_| cfg.network.is_none())
+            .map(|net| NetworkingConfig {
+                endpoints_config: Some(HashMap::from([(
+                    net.clone(),
+                    EndpointSettings {
+                        aliases: Some(vec![MAIN_SERVICE_ALIAS.to_string()]),
+                        ..Default::default()
+                    },
+                )])),
+            }),
         host_config: Some(host_config),
         ..Default::default()
     }
@@ -694,11 +700,27 @@ mod tests {
             ["joined the task's internal service network runner-r-net-0a1b2c3d (sidecars: db)"]
         );
         assert!(cfg.validate(None).is_ok());
+        // With a network of its own, the service network is connected
+        // after the creation.
         let both = DockerConfig {
             network: Some("bridge".into()),
             ..cfg.clone()
         };
-        assert!(both.validate(None).is_err());
+        assert!(both.validate(None).is_ok());
+        let b = spec(
+            &both,
+            (1000, 1000),
+            &WorkspaceMount::None,
+            Kernel::Host,
+            Some("/sup"),
+            None,
+        );
+        assert_eq!(
+            b.host_config.and_then(|h| h.network_mode).as_deref(),
+            Some("bridge")
+        );
+        assert!(b.networking_config.is_none());
+        assert_eq!(both.loosenings().len(), 2);
         let host = DockerConfig {
             join_network: Some("host".into()),
             ..Default::default()

@@ -302,6 +302,14 @@ impl DockerExecutor {
             finishing: tokio::sync::Mutex::new(()),
             removed: AtomicBool::new(false),
         };
+        // A sandbox with a network of its own joins the task's service
+        // network on top, before any command runs.
+        if let (Some(_), Some(net)) = (&cfg.network, &cfg.join_network)
+            && let Err(e) = services::connect_main(&exec.docker, &exec.id, net).await
+        {
+            let _ = exec.finish(false).await;
+            return Err(e);
+        }
         if let Err(e) = exec.init(&engine).await {
             let _ = exec.finish(false).await;
             return Err(e);

@@ -23,8 +23,8 @@ use async_trait::async_trait;
 use bollard::Docker;
 use bollard::models::{
     ContainerCreateBody, EndpointSettings, HealthConfig, HealthStatusEnum, HostConfig,
-    HostConfigLogConfig, Mount, MountType, MountVolumeOptions, NetworkCreateRequest,
-    NetworkDisconnectRequest, NetworkingConfig, ResourcesUlimits,
+    HostConfigLogConfig, Mount, MountType, MountVolumeOptions, NetworkConnectRequest,
+    NetworkCreateRequest, NetworkDisconnectRequest, NetworkingConfig, ResourcesUlimits,
 };
 use bollard::query_parameters::{CreateContainerOptionsBuilder, LogsOptionsBuilder};
 use futures::StreamExt;
@@ -35,7 +35,7 @@ use super::container::{self, name_prefix};
 use super::engine::EngineInfo;
 use crate::exec::ExecError;
 use crate::exec::backend::{
-    ServiceHealthcheck, ServiceSpec, Services, ServicesSpec, is_service_name,
+    MAIN_SERVICE_ALIAS, ServiceHealthcheck, ServiceSpec, Services, ServicesSpec, is_service_name,
 };
 
 /// Label: the Compose service a sidecar container runs.
@@ -523,6 +523,25 @@ pub async fn remove_network(docker: &Docker, network: &str) -> Result<bool, Exec
             }
         }
     }
+}
+
+/// Connects the main sandbox `id` to the service network `network` with
+/// the alias `main` (when it has a network of its own as well).
+pub async fn connect_main(docker: &Docker, id: &str, network: &str) -> Result<(), ExecError> {
+    let req = NetworkConnectRequest {
+        container: id.to_string(),
+        endpoint_config: Some(EndpointSettings {
+            aliases: Some(vec![MAIN_SERVICE_ALIAS.to_string()]),
+            ..Default::default()
+        }),
+    };
+    call(
+        "connect to the service network",
+        network,
+        CALL_TIMEOUT,
+        docker.connect_network(network, req),
+    )
+    .await
 }
 
 #[async_trait]
