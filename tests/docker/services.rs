@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use bollard::Docker;
 use runner::eval::compose;
-use runner::exec::{ExecError, Executor};
 use runner::exec::backend::{
     Backend, SandboxSpec, ServiceHealthcheck, ServiceSpec, Services, ServicesSpec,
 };
 use runner::exec::docker::{DockerBackend, DockerServices, LABEL_SERVICE, gc};
+use runner::exec::{ExecError, Executor};
 
 use crate::support::docker::{TINY, test_runtime, test_runtime_forces_no_network};
 use crate::support::executor::*;

@@ -307,5 +307,23 @@ mod tests {
             &labels(&[]),
             &named("/runner-r-0a1b2c3d")
         ));
+        // A sidecar: its service label and the name runner gave it.
+        let mut svc = l.clone();
+        svc.insert(LABEL_SERVICE.into(), "db".into());
+        assert!(is_sandbox_container(
+            &svc,
+            &named("/runner-20260101-x-svc-db-0a1b2c3d")
+        ));
+        assert!(!is_sandbox_container(
+            &svc,
+            &named("/runner-20260101-x-svc-cache-0a1b2c3d")
+        ));
+        assert!(!is_sandbox_container(
+            &svc,
+            &named("/runner-20260101-x-0a1b2c3d")
+        ));
+        assert!(is_service_network(&l, "runner-20260101-x-net-0a1b2c3d"));
+        assert!(!is_service_network(&l, "runner-20260101-x-net-zz"));
+        assert!(!is_service_network(&labels(&[]), "runner-r-net-0a1b2c3d"));
     }
 }
