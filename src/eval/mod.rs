@@ -7,6 +7,7 @@
 
 pub mod attempt;
 pub mod evidence;
+pub mod compose;
 pub mod grade;
 pub mod health;
 pub mod image;

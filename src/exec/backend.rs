@@ -113,6 +113,12 @@ pub struct SandboxSpec {
     /// capabilities cannot then write into a directory the image gave to
     /// another user.
     pub keep_workdir_owner: bool,
+    /// A task's internal service network ([`Services::network`]) to join
+    /// instead of [`Network`]'s choice, with the alias `main`: the
+    /// sidecars are reachable, nothing else is (the network is internal).
+    pub join_network: Option<String>,
+    /// The services on `join_network`, for the loosenings line.
+    pub network_peers: Vec<String>,
 }
 
 impl SandboxSpec {
@@ -138,8 +144,124 @@ impl SandboxSpec {
             keep_background: false,
             shell: ShellMode::Fresh,
             keep_workdir_owner: false,
+            join_network: None,
+            network_peers: Vec::new(),
         }
     }
+
+    /// Joins the task's service network of `services` (see
+    /// [`SandboxSpec::join_network`]).
+    pub fn join_services(&mut self, services: &dyn Services) {
+        self.join_network = services.network();
+        self.network_peers = services.names();
+    }
+}
+
+/// The alias the main sandbox has on a task's service network, as
+/// Compose names it.
+pub const MAIN_SERVICE_ALIAS: &str = "main";
+
+/// Whether `name` is a service name runner accepts: a DNS label (it is
+/// the sidecar's host name on the service network), not `main`.
+pub fn is_service_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name != MAIN_SERVICE_ALIAS
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+/// Docker's healthcheck of a service (Compose's `healthcheck`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceHealthcheck {
+    /// `["CMD", args...]` or `["CMD-SHELL", command]`.
+    pub test: Vec<String>,
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub retries: u32,
+    pub start_period: Duration,
+}
+
+/// One sidecar of a task (a database, a helper), its image ready.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceSpec {
+    /// The service name: its host name on the service network.
+    pub name: String,
+    pub image: String,
+    /// Its environment (from the task's compose file, never the host's).
+    pub env: Vec<(String, String)>,
+    /// Replaces the image's `CMD`.
+    pub command: Option<Vec<String>>,
+    /// Replaces the image's `ENTRYPOINT`.
+    pub entrypoint: Option<Vec<String>>,
+    /// `user[:group]`; `None`: the image's.
+    pub user: Option<String>,
+    pub workdir: Option<String>,
+    /// Waited for (healthy) before the services count as started.
+    pub healthcheck: Option<ServiceHealthcheck>,
+    /// Paths that get an anonymous volume of their own, removed with the
+    /// service (Compose's named volumes of one service).
+    pub volumes: Vec<String>,
+    /// Root filesystem read-only (Compose's `read_only`).
+    pub read_only: bool,
+    /// An init process of the engine's as PID 1 (Compose's `init`).
+    pub init: bool,
+}
+
+/// Everything a backend needs to start a task's sidecars, in start order.
+#[derive(Debug, Clone)]
+pub struct ServicesSpec {
+    /// Identifies the run in the backend's objects.
+    pub run_id: String,
+    pub services: Vec<ServiceSpec>,
+    /// Limits of EACH sidecar, as of the main sandbox.
+    pub cpus: f64,
+    pub memory_bytes: i64,
+    pub pids_limit: i64,
+    /// The engine's runtime (`runsc`...); `None`: its default.
+    pub runtime: Option<String>,
+    /// Longest the services may live.
+    pub max_run_time: Duration,
+    /// Secrets kept out of what the services print into error messages.
+    pub redactor: Redactor,
+    /// Longest one service may take to become healthy.
+    pub health_timeout: Duration,
+}
+
+impl ServicesSpec {
+    /// A spec with runner's default limits.
+    pub fn new(run_id: &str, services: Vec<ServiceSpec>) -> ServicesSpec {
+        ServicesSpec {
+            run_id: run_id.to_string(),
+            services,
+            cpus: DEFAULT_CPUS,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+            pids_limit: DEFAULT_PIDS_LIMIT,
+            runtime: None,
+            max_run_time: Duration::from_secs(DEFAULT_MAX_RUN_SECS),
+            redactor: Redactor::default(),
+            health_timeout: Duration::from_secs(DEFAULT_HEALTH_TIMEOUT_SECS),
+        }
+    }
+}
+
+/// Default longest wait for one service's healthcheck to pass.
+pub const DEFAULT_HEALTH_TIMEOUT_SECS: u64 = 120;
+
+/// A task's running sidecars and the network they share with the main
+/// sandbox. [`Services::stop`] removes them; dropping without it removes
+/// them too (from a thread of its own), and what a killed runner left is
+/// removed by the next [`Backend::collect_garbage`].
+#[async_trait]
+pub trait Services: Send + Sync {
+    /// The network the main sandbox joins ([`SandboxSpec::join_network`]).
+    fn network(&self) -> Option<String>;
+    /// The services' names, in start order.
+    fn names(&self) -> Vec<String>;
+    /// Removes every service and the network. Idempotent.
+    async fn stop(&self) -> Result<(), ExecError>;
 }
 
 /// Where an image comes from.
@@ -265,6 +387,15 @@ pub trait Backend: Send + Sync {
 
     /// Starts one sandbox.
     async fn start(&self, spec: SandboxSpec) -> Result<Arc<dyn Executor>, ExecError>;
+
+    /// Starts a task's sidecars on a network of their own (see
+    /// [`Services`]); their images must be ready ([`Self::prepare_image`]).
+    async fn start_services(&self, spec: ServicesSpec) -> Result<Arc<dyn Services>, ExecError> {
+        let _ = spec;
+        Err(ExecError::Unsupported(
+            "run a task's sidecar services (docker-compose tasks need --executor docker)",
+        ))
+    }
 
     /// The runtime sandboxes will use for `requested` (the backend's
     /// default when `None`), refusing one it does not have; `Ok(None)` when

@@ -20,6 +20,7 @@ mod limits;
 mod measure;
 mod processes;
 mod pull;
+mod services;
 mod shell;
 mod snapshot;
 mod workdir;

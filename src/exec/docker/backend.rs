@@ -10,7 +10,8 @@ use super::config::{CONTAINER_WORKDIR, DockerConfig, WorkspaceMode as DockerMode
 use super::engine::EngineInfo;
 use super::{DockerExecutor, build, client, gc, image, seed};
 use crate::exec::backend::{
-    Backend, Capabilities, Cleanup, ImageSource, Network, SandboxSpec, Seeded, WorkspaceMode,
+    Backend, Capabilities, Cleanup, ImageSource, Network, SandboxSpec, Seeded, Services,
+    ServicesSpec, WorkspaceMode,
 };
 use crate::exec::{ExecError, Executor};
 
@@ -57,6 +58,8 @@ pub fn docker_config(spec: &SandboxSpec) -> DockerConfig {
         keep_background: spec.keep_background,
         keep_workdir_owner: spec.keep_workdir_owner,
         shell: spec.shell,
+        join_network: spec.join_network.clone(),
+        network_peers: spec.network_peers.clone(),
         ..DockerConfig::default()
     }
 }
@@ -102,7 +105,13 @@ impl Backend for DockerBackend {
             report
                 .images_removed
                 .iter()
-                .map(|i| format!("removed snapshot image {i}")),
+                .map(|i| format!("removed snapshot image {i}"))
+                .chain(
+                    report
+                        .networks_removed
+                        .iter()
+                        .map(|n| format!("removed network {n}")),
+                ),
         );
         let mut errors = report.errors;
         errors.extend(disks.errors);
@@ -110,9 +119,10 @@ impl Backend for DockerBackend {
             done,
             errors,
             summary: Some(format!(
-                "removed {} containers, {} volumes and {} snapshot images",
+                "removed {} containers, {} volumes, {} networks and {} snapshot images",
                 report.containers_removed.len(),
                 report.volumes_removed.len(),
+                report.networks_removed.len(),
                 report.images_removed.len()
             )),
         })
@@ -177,6 +187,10 @@ impl Backend for DockerBackend {
 
     async fn start(&self, spec: SandboxSpec) -> Result<Arc<dyn Executor>, ExecError> {
         Ok(Arc::new(DockerExecutor::start(docker_config(&spec)).await?))
+    }
+
+    async fn start_services(&self, spec: ServicesSpec) -> Result<Arc<dyn Services>, ExecError> {
+        Ok(Arc::new(super::DockerServices::start(spec).await?))
     }
 
     async fn check_runtime(&self, requested: Option<&str>) -> Result<Option<String>, ExecError> {

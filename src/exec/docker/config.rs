@@ -131,6 +131,11 @@ pub struct DockerConfig {
     /// Copy mode only: the uploaded workspace gets the image's owner of
     /// `workdir` (see [`crate::exec::backend::SandboxSpec`]).
     pub keep_workdir_owner: bool,
+    /// A task's internal service network to join (alias `main`) instead of
+    /// `network`; see `services`.
+    pub join_network: Option<String>,
+    /// The sidecars on `join_network`, for the loosenings line.
+    pub network_peers: Vec<String>,
 }
 
 impl Default for DockerConfig {
@@ -160,6 +165,8 @@ impl Default for DockerConfig {
             runtime: None,
             keep_background: false,
             keep_workdir_owner: false,
+            join_network: None,
+            network_peers: Vec::new(),
         }
     }
 }
@@ -172,6 +179,12 @@ impl DockerConfig {
         if let Some(net) = self.network.as_deref().filter(|n| *n != "none") {
             out.push(format!(
                 "network '{net}' enabled: the sandbox can reach other hosts"
+            ));
+        }
+        if let Some(net) = &self.join_network {
+            out.push(format!(
+                "joined the task's internal service network {net} (sidecars: {})",
+                self.network_peers.join(", ")
             ));
         }
         if self.writable_rootfs {
@@ -250,6 +263,13 @@ impl DockerConfig {
                 "network '{net}' shares a namespace with the host or another container"
             )));
         }
+        if let Some(net) = self.join_network.as_deref()
+            && !is_plain_name(net)
+        {
+            return Err(ExecError::Refused(format!(
+                "service network name '{net}' is not a plain name"
+            )));
+        }
         for (k, _) in &self.env {
             if k.is_empty() || k.contains('=') {
                 return Err(ExecError::Refused(format!(
@@ -262,6 +282,18 @@ impl DockerConfig {
         }
         Ok(())
     }
+}
+
+/// Whether `name` is a plain engine object name (letters, digits, `-`,
+/// `_`, `.`), so it cannot mean `host` or `container:ID`.
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "host"
+        && name != "none"
+        && name != "bridge"
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 /// True when a `user` string names uid 0 (or `root`, or is empty, which

@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bollard::Docker;
 use bollard::models::{
-    ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountType, MountVolumeOptions,
-    ResourcesUlimits,
+    ContainerCreateBody, EndpointSettings, HostConfig, HostConfigLogConfig, Mount, MountType,
+    MountVolumeOptions, NetworkingConfig, ResourcesUlimits,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
@@ -20,6 +20,7 @@ use super::config::{
 use super::engine::Kernel;
 use super::lifeline::{Ending, Lifeline};
 use crate::exec::ExecError;
+use crate::exec::backend::MAIN_SERVICE_ALIAS;
 use crate::exec::supervisor::binary::{
     DIR_IN_SANDBOX as SUPERVISOR_DIR, IN_SANDBOX as SUPERVISOR_IN_SANDBOX,
 };
@@ -335,7 +336,14 @@ pub fn spec(
         privileged: Some(false),
         readonly_rootfs: Some(!cfg.writable_rootfs),
         tmpfs: (!tmpfs.is_empty()).then_some(tmpfs),
-        network_mode: Some(cfg.network.clone().unwrap_or_else(|| "none".into())),
+        // A network of its own first; the service network is then
+        // connected after the creation (`services::connect_main`).
+        network_mode: Some(
+            cfg.network
+                .clone()
+                .or_else(|| cfg.join_network.clone())
+                .unwrap_or_else(|| "none".into()),
+        ),
         memory: Some(cfg.memory_bytes),
         memory_swap: Some(cfg.memory_bytes),
         nano_cpus: Some(crate::convert::i64_from_f64(cfg.cpus * 1e9)),
@@ -386,7 +394,22 @@ pub fn spec(
         // container does not show it.
         env: Some(vec![format!("HOME={SANDBOX_HOME}")]),
         labels: Some(labels(cfg)),
-        network_disabled: Some(cfg.network.is_none()),
+        network_disabled: Some(cfg.network.is_none() && cfg.join_network.is_none()),
+        // On a task's service network the sandbox is `main`, as Compose
+        // names it, so sidecars can reach it too.
+        networking_config: cfg
+            .join_network
+            .as_ref()
+            .filter(|_| cfg.network.is_none())
+            .map(|net| NetworkingConfig {
+                endpoints_config: Some(HashMap::from([(
+                    net.clone(),
+                    EndpointSettings {
+                        aliases: Some(vec![MAIN_SERVICE_ALIAS.to_string()]),
+                        ..Default::default()
+                    },
+                )])),
+            }),
         host_config: Some(host_config),
         ..Default::default()
     }
@@ -404,7 +427,7 @@ pub fn container_name(run_id: &str) -> String {
 }
 
 /// `runner-<run id, made safe>-`, the start of a sandbox's name.
-fn name_prefix(run_id: &str) -> String {
+pub(super) fn name_prefix(run_id: &str) -> String {
     let clean: String = run_id
         .chars()
         .map(|c| {
@@ -658,6 +681,75 @@ mod tests {
             exec_env(&cfg.env),
             ["LANG=C.UTF-8".to_string(), "DEPLOY_TOKEN=dt-secret".into()]
         );
+    }
+
+    #[test]
+    fn a_joined_service_network_replaces_none_with_the_alias_main() {
+        let cfg = DockerConfig {
+            join_network: Some("runner-r-net-0a1b2c3d".into()),
+            network_peers: vec!["db".into()],
+            ..Default::default()
+        };
+        let body = spec(
+            &cfg,
+            (1000, 1000),
+            &WorkspaceMount::None,
+            Kernel::Host,
+            Some("/sup"),
+            None,
+        );
+        assert_eq!(body.network_disabled, Some(false));
+        let hc = body.host_config.clone().unwrap_or_default();
+        assert_eq!(hc.network_mode.as_deref(), Some("runner-r-net-0a1b2c3d"));
+        let aliases = body
+            .networking_config
+            .and_then(|n| n.endpoints_config)
+            .and_then(|e| e.get("runner-r-net-0a1b2c3d").cloned())
+            .and_then(|e| e.aliases);
+        assert_eq!(aliases, Some(vec!["main".to_string()]));
+        let l = cfg.loosenings();
+        assert_eq!(
+            l,
+            ["joined the task's internal service network runner-r-net-0a1b2c3d (sidecars: db)"]
+        );
+        assert!(cfg.validate(None).is_ok());
+        // With a network of its own, the service network is connected
+        // after the creation.
+        let both = DockerConfig {
+            network: Some("bridge".into()),
+            ..cfg.clone()
+        };
+        assert!(both.validate(None).is_ok());
+        let b = spec(
+            &both,
+            (1000, 1000),
+            &WorkspaceMount::None,
+            Kernel::Host,
+            Some("/sup"),
+            None,
+        );
+        assert_eq!(
+            b.host_config.and_then(|h| h.network_mode).as_deref(),
+            Some("bridge")
+        );
+        assert!(b.networking_config.is_none());
+        assert_eq!(both.loosenings().len(), 2);
+        let host = DockerConfig {
+            join_network: Some("host".into()),
+            ..Default::default()
+        };
+        assert!(host.validate(None).is_err());
+        // Without one, nothing changes.
+        let plain = spec(
+            &DockerConfig::default(),
+            (1000, 1000),
+            &WorkspaceMount::None,
+            Kernel::Host,
+            Some("/sup"),
+            None,
+        );
+        assert_eq!(plain.network_disabled, Some(true));
+        assert!(plain.networking_config.is_none());
     }
 
     #[test]

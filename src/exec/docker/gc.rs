@@ -5,6 +5,9 @@
 //! cannot cover: a container created but never started, one kept after a
 //! failed copy-back, an engine that kept a dead runner's connection.
 //!
+//! A task's sidecars and their network (see `services`) are swept the same
+//! way: they cannot end with their runner by themselves.
+//!
 //! Only sandboxes are touched: the owner labels must all be there, and a
 //! container must carry the name runner gave it, since labels also reach
 //! containers runner never made (from an image built on a committed
@@ -16,7 +19,8 @@ use std::time::Duration;
 
 use bollard::Docker;
 use bollard::query_parameters::{
-    ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListVolumesOptionsBuilder,
+    ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListNetworksOptionsBuilder,
+    ListVolumesOptionsBuilder,
     RemoveVolumeOptionsBuilder,
 };
 
@@ -26,6 +30,9 @@ use super::container::{
     LABEL_RUN_ID, MANAGED_VALUE, host_name, is_sandbox_name, now_secs, remove,
 };
 use super::snapshot::{LABEL_SNAPSHOT, is_snapshot_image, remove_image};
+use super::services::{
+    LABEL_SERVICE, is_service_container_name, is_service_network_name, remove_network,
+};
 use crate::exec::ExecError;
 use crate::exec::liveness;
 
@@ -38,6 +45,8 @@ pub struct GcReport {
     pub volumes_removed: Vec<String>,
     /// Ids of removed snapshot images (see `snapshot`).
     pub images_removed: Vec<String>,
+    /// Names of removed service networks (see `services`).
+    pub networks_removed: Vec<String>,
     /// One line per object that should have gone but did not.
     pub errors: Vec<String>,
 }
@@ -55,13 +64,26 @@ fn has_owner_labels(labels: &HashMap<String, String>) -> bool {
     .all(|k| labels.get(*k).is_some_and(|v| !v.is_empty()))
 }
 
-/// Whether a container is a sandbox: owner labels, and the name runner
-/// gave it for that run.
+/// Whether a container is a sandbox or a task's sidecar: owner labels,
+/// and the name runner gave it for that run (and service).
 pub fn is_sandbox_container(labels: &HashMap<String, String>, names: &[String]) -> bool {
     let Some(run_id) = labels.get(LABEL_RUN_ID) else {
         return false;
     };
-    has_owner_labels(labels) && names.iter().any(|n| is_sandbox_name(n, run_id))
+    let service = labels.get(LABEL_SERVICE);
+    has_owner_labels(labels)
+        && names.iter().any(|n| match service {
+            Some(s) => is_service_container_name(n, run_id, s),
+            None => is_sandbox_name(n, run_id),
+        })
+}
+
+/// Whether a network is a task's service network: owner labels, and the
+/// name runner gave it for that run.
+fn is_service_network(labels: &HashMap<String, String>, name: &str) -> bool {
+    labels
+        .get(LABEL_RUN_ID)
+        .is_some_and(|run_id| has_owner_labels(labels) && is_service_network_name(name, run_id))
 }
 
 /// Whether an object with these labels is abandoned: its owner process on
@@ -88,7 +110,8 @@ pub fn is_abandoned(labels: &HashMap<String, String>, now: u64, this_host: &str)
     !liveness::is_alive(pid, labels.get(LABEL_OWNER_START).map(String::as_str))
 }
 
-/// Removes abandoned runner containers, then abandoned runner volumes.
+/// Removes abandoned runner containers (sandboxes and sidecars), then
+/// service networks, then volumes.
 pub async fn gc(docker: &Docker) -> Result<GcReport, ExecError> {
     let mut report = GcReport::default();
     let now = now_secs();
@@ -105,6 +128,31 @@ pub async fn gc(docker: &Docker) -> Result<GcReport, ExecError> {
         match remove(docker, &id).await {
             Ok(()) => report.containers_removed.push(id),
             Err(e) => report.errors.push(format!("container {}: {e}", short(&id))),
+        }
+    }
+    // After the containers, so no sidecar holds the network any more (a
+    // dead run's sandbox goes by itself; one still going is disconnected).
+    let opts = ListNetworksOptionsBuilder::new()
+        .filters(&managed_filter())
+        .build();
+    let networks = call(
+        "list networks",
+        "",
+        CALL_TIMEOUT,
+        docker.list_networks(Some(opts)),
+    )
+    .await?;
+    for n in networks {
+        let (Some(name), Some(labels)) = (n.name, n.labels) else {
+            continue;
+        };
+        if !is_service_network(&labels, &name) || !is_abandoned(&labels, now, &host) {
+            continue;
+        }
+        match remove_network(docker, &name).await {
+            Ok(true) => report.networks_removed.push(name),
+            Ok(false) => {}
+            Err(e) => report.errors.push(format!("network {name}: {e}")),
         }
     }
     let opts = ListVolumesOptionsBuilder::new()
@@ -309,5 +357,23 @@ mod tests {
             &labels(&[]),
             &named("/runner-r-0a1b2c3d")
         ));
+        // A sidecar: its service label and the name runner gave it.
+        let mut svc = l.clone();
+        svc.insert(LABEL_SERVICE.into(), "db".into());
+        assert!(is_sandbox_container(
+            &svc,
+            &named("/runner-20260101-x-svc-db-0a1b2c3d")
+        ));
+        assert!(!is_sandbox_container(
+            &svc,
+            &named("/runner-20260101-x-svc-cache-0a1b2c3d")
+        ));
+        assert!(!is_sandbox_container(
+            &svc,
+            &named("/runner-20260101-x-0a1b2c3d")
+        ));
+        assert!(is_service_network(&l, "runner-20260101-x-net-0a1b2c3d"));
+        assert!(!is_service_network(&l, "runner-20260101-x-net-zz"));
+        assert!(!is_service_network(&labels(&[]), "runner-r-net-0a1b2c3d"));
     }
 }

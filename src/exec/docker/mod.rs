@@ -23,6 +23,7 @@ mod oom;
 mod run;
 mod seed;
 mod snapshot;
+mod services;
 mod workspace;
 
 use client::ENGINE;
@@ -49,6 +50,7 @@ pub use engine::{EngineInfo, Kernel, REGISTER_RUNTIME_HINT, RuntimeInfo, Sandbox
 pub use gc::{GcReport, gc};
 pub use seed::seed_workspace;
 pub use snapshot::{LABEL_SNAPSHOT, SNAPSHOT_REPO};
+pub use services::{DockerServices, LABEL_SERVICE};
 pub use workspace::recover_disks;
 
 use super::{ExecError, ExecOutput, ExecRequest, Executor, ProcessInfo};
@@ -136,7 +138,8 @@ impl DockerExecutor {
         // Before anything is made: the runtime must exist and be able to
         // give the network asked for.
         let engine = EngineInfo::read(&docker).await?;
-        let runtime = engine.check_runtime(cfg.runtime.as_deref(), cfg.network.as_deref())?;
+        let network = cfg.join_network.as_deref().or(cfg.network.as_deref());
+        let runtime = engine.check_runtime(cfg.runtime.as_deref(), network)?;
         let kernel = engine.kernel_of(&runtime);
         match gc::gc(&docker).await {
             Ok(r) if !r.containers_removed.is_empty() => {
@@ -320,6 +323,14 @@ impl DockerExecutor {
             removed: AtomicBool::new(false),
             labels: container::labels(&cfg),
         };
+        // A sandbox with a network of its own joins the task's service
+        // network on top, before any command runs.
+        if let (Some(_), Some(net)) = (&cfg.network, &cfg.join_network)
+            && let Err(e) = services::connect_main(&exec.docker, &exec.id, net).await
+        {
+            let _ = exec.finish(false).await;
+            return Err(e);
+        }
         if let Err(e) = exec.init(&engine).await {
             let _ = exec.finish(false).await;
             return Err(e);
