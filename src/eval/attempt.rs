@@ -27,7 +27,7 @@ use crate::agent::{Conversation, RunEnd};
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::event::{Event, Outcome};
 use crate::exec::accounts::{self, Account};
-use crate::exec::backend::{Backend, ImageSource, Network, SandboxSpec};
+use crate::exec::backend::{Backend, ImageSource, Network, SandboxSpec, Services, ServicesSpec};
 use crate::exec::{ExecError, Executor};
 use crate::redact::Redactor;
 use crate::render::Human;
@@ -118,6 +118,10 @@ enum PhaseError {
     User(String),
     #[error("agent sandbox: {0}")]
     Start(ExecError),
+    #[error("{0}")]
+    Compose(#[from] super::compose::ComposeError),
+    #[error("the task's services: {0}")]
+    Services(ExecError),
     #[error("environment: {0}")]
     Health(super::health::HealthError),
     /// The model API or the sandbox failed during the agent phase.
@@ -170,6 +174,20 @@ struct Prepared {
     /// Who test.sh runs as (`[verifier] user`, else the image's user).
     verifier: Account,
     mode: GradingMode,
+    /// The task's sidecars (docker-compose), when it has any: stopped
+    /// after grading (and when dropped).
+    services: Option<Arc<dyn Services>>,
+}
+
+impl Prepared {
+    /// Stops the task's sidecars; after the sandboxes that use them.
+    async fn stop_services(&self) {
+        if let Some(s) = &self.services
+            && let Err(e) = s.stop().await
+        {
+            tracing::warn!("cannot remove the task's services: {e}");
+        }
+    }
 }
 
 /// Runs one attempt; never fails: every problem becomes a recorded outcome.
@@ -216,7 +234,9 @@ async fn phases(
     if let Some(hc) = &p.task.healthcheck {
         let healthy = super::health::wait_healthy(p.executor.as_ref(), hc, cancel).await;
         if let Err(e) = healthy {
-            p.executor.shutdown().await.map_err(PhaseError::Teardown)?;
+            let removed = p.executor.shutdown().await;
+            p.stop_services().await;
+            removed.map_err(PhaseError::Teardown)?;
             if matches!(e, super::health::HealthError::Interrupted) {
                 rec.status = Status::Interrupted;
                 return Ok(());
@@ -257,7 +277,9 @@ async fn phases(
     let infra =
         end.outcome == Outcome::Error && blame == Blame::Infrastructure && !solution_ran_long;
     if cancel.is_cancelled() || infra {
-        p.executor.shutdown().await.map_err(PhaseError::Teardown)?;
+        let removed = p.executor.shutdown().await;
+        p.stop_services().await;
+        removed.map_err(PhaseError::Teardown)?;
         if cancel.is_cancelled() {
             rec.status = Status::Interrupted;
             return Ok(());
@@ -271,6 +293,7 @@ async fn phases(
     let verify_start = Instant::now();
     rec.signals = collect_signals(p.executor.as_ref(), &p.agent.home).await;
     let verdict = grade(ctx, &p, &image, run_path, cancel).await;
+    p.stop_services().await;
     rec.phases.verifier_ms = ms(verify_start);
     let log_path = run_path.join("verifier.log");
     rec.verifier_log = log_path.exists().then_some(log_path);
@@ -329,8 +352,10 @@ async fn collect_signals(executor: &dyn Executor, home: &str) -> Vec<evidence::S
     }
     match executor.processes().await {
         Ok(procs) => {
-            let procs: Vec<(u32, u32, String)> =
-                procs.into_iter().map(|p| (p.pid, p.uid, p.cmdline)).collect();
+            let procs: Vec<(u32, u32, String)> = procs
+                .into_iter()
+                .map(|p| (p.pid, p.uid, p.cmdline))
+                .collect();
             signals.extend(evidence::from_processes(&procs));
         }
         Err(ExecError::Unsupported(_)) => {}
@@ -441,6 +466,7 @@ fn fresh_spec<'a>(ctx: &'a AttemptCtx, p: &'a Prepared, image: &'a str) -> Grade
         agent_files_here: false,
         upload_tests: true,
         verifier_user: Some((p.verifier.uid, p.verifier.gid)),
+        services: p.services.as_deref(),
     }
 }
 
@@ -565,6 +591,41 @@ async fn prepare(
     rec.runtime = config.sandbox.runtime.clone();
     let mut env = vec![("HOME".to_string(), agent.home.clone())];
     env.extend(task.env.iter().cloned());
+    // docker-compose tasks: the sidecars first, on a network of their own.
+    let compose = super::compose::load(&task.dir, &compose_vars(&task))?;
+    let services = match &compose {
+        Some(c) => {
+            env.extend(c.main_env().iter().cloned());
+            let base = ServicesSpec {
+                cpus: task.cpus,
+                memory_bytes: task.memory_bytes,
+                pids_limit: config.sandbox.pids_limit,
+                runtime: config.sandbox.runtime.clone(),
+                max_run_time: Duration::from_secs_f64(
+                    task.agent_timeout_secs + task.verifier_timeout_secs + 600.0,
+                ),
+                redactor: ctx.redactor.clone(),
+                ..ServicesSpec::new(&run_id, Vec::new())
+            };
+            let started = super::compose::start(
+                c,
+                &task.dir,
+                ctx.backend.as_ref(),
+                base,
+                Duration::from_secs_f64(task.build_timeout_secs),
+            )
+            .await;
+            match started {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    run_dir.record(&started_event(config.public_json(), None));
+                    return Err(PhaseError::Services(e));
+                }
+            }
+        }
+        None => None,
+    };
+
     let base = sandbox_spec(&config, &workspace, &run_id, &ctx.redactor);
     let mut spec_env = base.env.clone();
     for (k, v) in env {
@@ -573,12 +634,15 @@ async fn prepare(
     }
     // The agent works where the task says, as Harbor's agents do; what it
     // starts in the background keeps running (services the tests use).
-    let spec = SandboxSpec {
+    let mut spec = SandboxSpec {
         workdir: Some(workdir.clone()),
         env: spec_env,
         keep_background: true,
         ..base
     };
+    if let Some(s) = &services {
+        spec.join_services(s.as_ref());
+    }
     rec.loosenings = ctx.backend.loosenings(&spec);
     rec.loosenings
         .push("background processes keep running between commands (the agent's services)".into());
@@ -587,10 +651,24 @@ async fn prepare(
         Ok(x) => x,
         Err(e) => {
             run_dir.record(&started_event(public, None));
+            if let Some(s) = &services
+                && let Err(e) = s.stop().await
+            {
+                tracing::warn!("cannot remove the task's services: {e}");
+            }
             return Err(PhaseError::Start(e));
         }
     };
     run_dir.record(&started_event(public, executor.sandbox_security()));
+    if let Some(s) = &services
+        && s.network().is_some()
+    {
+        rec.network = format!(
+            "{}; sidecars on an internal network: {}",
+            rec.network,
+            s.names().join(", ")
+        );
+    }
     rec.runtime = executor
         .sandbox_security()
         .and_then(|s| s["runtime"].as_str().map(str::to_string));
@@ -605,7 +683,23 @@ async fn prepare(
         agent,
         verifier,
         mode,
+        services,
     })
+}
+
+/// The variables a task's docker-compose.yaml may name, as Harbor sets
+/// them, and the task's own environment.
+fn compose_vars(task: &Task) -> std::collections::BTreeMap<String, String> {
+    let mut vars: std::collections::BTreeMap<String, String> = task.env.iter().cloned().collect();
+    vars.insert(
+        "CONTEXT_DIR".into(),
+        task.environment_dir().display().to_string(),
+    );
+    vars.insert("MAIN_IMAGE_NAME".into(), "${MAIN_IMAGE_NAME}".into());
+    vars.insert("CPUS".into(), task.cpus.to_string());
+    vars.insert("MEMORY".into(), format!("{}M", task.memory_bytes >> 20));
+    vars.insert("TEST_DIR".into(), "/tests".into());
+    vars
 }
 
 /// Runs what plays the agent under the task's agent timeout; how it

@@ -6,8 +6,8 @@
 //! report with what finished, and exits 130.
 
 pub mod attempt;
-pub mod evidence;
 pub mod compose;
+pub mod evidence;
 pub mod grade;
 pub mod health;
 pub mod image;

@@ -52,7 +52,7 @@ pub async fn run(
     }
     let solution = executor.path(dest);
     executor
-        .upload_dir(&dir, &solution)
+        .upload_dir_as_root(&dir, &solution)
         .await
         .map_err(OracleError::Upload)?;
     let quote = super::grade::quote;

@@ -309,6 +309,17 @@ pub trait Executor: Send + Sync {
     /// never followed, owned by the sandbox's user.
     async fn upload_dir(&self, host: &std::path::Path, dest: &str) -> Result<(), ExecError>;
 
+    /// [`Executor::upload_dir`], but owned by root and made as root (a
+    /// task's /tests and /solution, which the agent's user must not be
+    /// able to change); a backend without users uploads as its only one.
+    async fn upload_dir_as_root(
+        &self,
+        host: &std::path::Path,
+        dest: &str,
+    ) -> Result<(), ExecError> {
+        self.upload_dir(host, dest).await
+    }
+
     /// The content of the regular file `path` in the sandbox, at most
     /// `max_bytes`: a bigger file is refused, never cut.
     async fn read_file(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>, ExecError>;

@@ -41,7 +41,7 @@ async fn seeding_returns_the_image_user_and_its_accounts_but_no_link() {
         String::from_utf8_lossy(&built.stderr)
     );
     let host = tempfile::tempdir().unwrap();
-    let seeded = runner::exec::docker::seed_workspace(&tag, host.path(), &id).await;
+    let seeded = runner::exec::docker::seed_workspace(&tag, None, host.path(), &id).await;
     let _ = Command::new("docker").args(["rmi", "-f", &tag]).output();
     let seeded = seeded.unwrap();
     assert_eq!(seeded.workdir, "/app");
@@ -58,7 +58,7 @@ async fn seeding_returns_the_image_user_and_its_accounts_but_no_link() {
     assert_eq!((a.uid, a.gid, a.home.as_str()), (1234, 2345, "/home/agent"));
     // The tiny image itself sets no user: root.
     let host = tempfile::tempdir().unwrap();
-    let plain = runner::exec::docker::seed_workspace(TINY, host.path(), &id)
+    let plain = runner::exec::docker::seed_workspace(TINY, None, host.path(), &id)
         .await
         .unwrap();
     assert_eq!(plain.image_user, None);

@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{GradeError, TestRun, VERIFIER_PATH, Verdict, run_tests};
 use crate::eval::task::Task;
-use crate::exec::backend::{Backend, Network, SandboxSpec, WorkspaceMode, WorkspaceSpec};
+use crate::exec::backend::{Backend, Network, SandboxSpec, Services, WorkspaceMode, WorkspaceSpec};
 use crate::redact::Redactor;
 use crate::trajectory::RunDir;
 
@@ -78,6 +78,8 @@ pub struct GradeSpec<'a> {
     pub upload_tests: bool,
     /// Who runs test.sh (`[verifier] user`); `None`: root.
     pub verifier_user: Option<(u32, u32)>,
+    /// The task's sidecars, still running: the verifier joins their network.
+    pub services: Option<&'a dyn Services>,
 }
 
 /// Runs tests/test.sh in a fresh sandbox of `spec.image` and reads the
@@ -100,33 +102,34 @@ pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Ve
         env.push((k.clone(), v.clone()));
     }
     let timeout = Duration::from_secs_f64(task.verifier_timeout_secs);
-    let sandbox = spec
-        .backend
-        .start(SandboxSpec {
-            cpus: task.cpus,
-            memory_bytes: task.memory_bytes,
-            network: spec.network,
-            user: "0:0".into(),
-            // A fresh sandbox: writable so /tests and /logs can be made;
-            // capabilities stay dropped.
-            writable_rootfs: true,
-            workspace: spec.workspace.map(|w| WorkspaceSpec {
-                host: w.to_path_buf(),
-                mode: WorkspaceMode::Copy,
-                exact: true,
-            }),
-            workdir: Some(spec.workdir.to_string()),
-            // So test.sh can run the agent's code as an unprivileged user
-            // (`setpriv --reuid=1000 --regid=1000 --clear-groups CMD`),
-            // which then cannot touch /tests or /logs.
-            switch_user: true,
-            env: env.clone(),
-            redactor: spec.redactor.clone(),
-            max_run_time: timeout + Duration::from_secs(300),
-            runtime: spec.runtime.clone(),
-            ..SandboxSpec::new(spec.image, &spec.run_id)
-        })
-        .await?;
+    let mut sandbox_spec = SandboxSpec {
+        cpus: task.cpus,
+        memory_bytes: task.memory_bytes,
+        network: spec.network,
+        user: "0:0".into(),
+        // A fresh sandbox: writable so /tests and /logs can be made;
+        // capabilities stay dropped.
+        writable_rootfs: true,
+        workspace: spec.workspace.map(|w| WorkspaceSpec {
+            host: w.to_path_buf(),
+            mode: WorkspaceMode::Copy,
+            exact: true,
+        }),
+        workdir: Some(spec.workdir.to_string()),
+        // So test.sh can run the agent's code as an unprivileged user
+        // (`setpriv --reuid=1000 --regid=1000 --clear-groups CMD`),
+        // which then cannot touch /tests or /logs.
+        switch_user: true,
+        env: env.clone(),
+        redactor: spec.redactor.clone(),
+        max_run_time: timeout + Duration::from_secs(300),
+        runtime: spec.runtime.clone(),
+        ..SandboxSpec::new(spec.image, &spec.run_id)
+    };
+    if let Some(s) = spec.services {
+        sandbox_spec.join_services(s);
+    }
+    let sandbox = spec.backend.start(sandbox_spec).await?;
     let result = async {
         run_tests(
             TestRun {

@@ -150,11 +150,17 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
             Err(GradeError::Setup(why))
         };
     }
+    // Owned by root: the agent's processes, still running in shared
+    // mode as another user, cannot change them.
     for (host, dest) in t.uploads {
-        sandbox.upload_dir(host, &sandbox.path(dest)).await?;
+        sandbox
+            .upload_dir_as_root(host, &sandbox.path(dest))
+            .await?;
     }
     if t.upload_tests {
-        sandbox.upload_dir(&t.task.tests_dir(), &tests).await?;
+        sandbox
+            .upload_dir_as_root(&t.task.tests_dir(), &tests)
+            .await?;
     }
     // Links into /tests or /logs are removed wherever `find` can reach;
     // what it cannot read, test.sh cannot read either.

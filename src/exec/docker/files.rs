@@ -30,7 +30,20 @@ pub async fn upload_dir(
     host: &Path,
     dest: &str,
 ) -> Result<(), ExecError> {
-    let (uid, gid) = super::config::numeric_user(user).unwrap_or((0, 0));
+    let owner = super::config::numeric_user(user).unwrap_or((0, 0));
+    upload_dir_as(sup, owner, None, host, dest).await
+}
+
+/// [`upload_dir`] with the files owned by `owner`, extracted as `run_as`
+/// (`None`: the sandbox user).
+pub async fn upload_dir_as(
+    sup: &Supervisor,
+    owner: (u32, u32),
+    run_as: Option<(u32, u32)>,
+    host: &Path,
+    dest: &str,
+) -> Result<(), ExecError> {
+    let (uid, gid) = owner;
     let host = host.to_path_buf();
     let data = tokio::task::spawn_blocking(move || {
         let mut b = tar::Builder::new(Vec::new());
@@ -39,15 +52,21 @@ pub async fn upload_dir(
     })
     .await
     .map_err(|e| ExecError::Spawn(format!("packing the upload: {e}")))??;
-    upload_tar(sup, data, dest).await
+    upload_tar(sup, data, dest, run_as).await
 }
 
 /// Makes `dest` in the container and extracts the tar `data` into it, as
 /// the sandbox user (`tar -x` reading its stdin, through the supervisor).
-async fn upload_tar(sup: &Supervisor, data: Vec<u8>, dest: &str) -> Result<(), ExecError> {
+async fn upload_tar(
+    sup: &Supervisor,
+    data: Vec<u8>,
+    dest: &str,
+    run_as: Option<(u32, u32)>,
+) -> Result<(), ExecError> {
     let mut text = Vec::new();
     let read = files_exec(
         sup,
+        run_as,
         "mkdir -p -- \"$1\" && exec tar -x -f - -C \"$1\" 2>&1",
         &[dest],
         Some(data),
@@ -89,6 +108,7 @@ struct Read {
 #[allow(clippy::too_many_arguments)]
 async fn files_exec(
     sup: &Supervisor,
+    run_as: Option<(u32, u32)>,
     script: &str,
     args: &[&str],
     stdin: Option<Vec<u8>>,
@@ -104,7 +124,7 @@ async fn files_exec(
     ];
     argv.extend(args.iter().map(|a| a.to_string()));
     let mut sink_err = None;
-    let ended = sup_run::run_helper(sup, argv, stdin, None, limit, max_bytes, |b| {
+    let ended = sup_run::run_helper(sup, argv, stdin, run_as, limit, max_bytes, |b| {
         match sink(b) {
             Ok(()) => true,
             Err(e) => {
@@ -163,6 +183,7 @@ pub async fn download_dir(
         let mut sink = |b: &[u8]| std::io::Write::write_all(&mut file, b);
         files_exec(
             sup,
+            None,
             // stderr would corrupt the tar on the same stream: only the
             // exit code tells a failure.
             "[ -d \"$1\" ] || exit 66; cd -- \"$1\"/.. && exec tar -c -f - -- \"$2\" 2>/dev/null",

@@ -20,8 +20,7 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::query_parameters::{
     ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListNetworksOptionsBuilder,
-    ListVolumesOptionsBuilder,
-    RemoveVolumeOptionsBuilder,
+    ListVolumesOptionsBuilder, RemoveVolumeOptionsBuilder,
 };
 
 use super::client::{CALL_TIMEOUT, call, docker_err, short, status_of};
@@ -29,10 +28,10 @@ use super::container::{
     LABEL_EXPIRES, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START,
     LABEL_RUN_ID, MANAGED_VALUE, host_name, is_sandbox_name, now_secs, remove,
 };
-use super::snapshot::{LABEL_SNAPSHOT, is_snapshot_image, remove_image};
 use super::services::{
     LABEL_SERVICE, is_service_container_name, is_service_network_name, remove_network,
 };
+use super::snapshot::{LABEL_SNAPSHOT, is_snapshot_image, remove_image};
 use crate::exec::ExecError;
 use crate::exec::liveness;
 

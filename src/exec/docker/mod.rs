@@ -22,8 +22,8 @@ mod lifeline;
 mod oom;
 mod run;
 mod seed;
-mod snapshot;
 mod services;
+mod snapshot;
 mod workspace;
 
 use client::ENGINE;
@@ -49,8 +49,8 @@ pub use container::{
 pub use engine::{EngineInfo, Kernel, REGISTER_RUNTIME_HINT, RuntimeInfo, SandboxSecurity};
 pub use gc::{GcReport, gc};
 pub use seed::seed_workspace;
-pub use snapshot::{LABEL_SNAPSHOT, SNAPSHOT_REPO};
 pub use services::{DockerServices, LABEL_SERVICE};
+pub use snapshot::{LABEL_SNAPSHOT, SNAPSHOT_REPO};
 pub use workspace::recover_disks;
 
 use super::{ExecError, ExecOutput, ExecRequest, Executor, ProcessInfo};
@@ -653,6 +653,16 @@ impl Executor for DockerExecutor {
     async fn upload_dir(&self, host: &std::path::Path, dest: &str) -> Result<(), ExecError> {
         let _turn = self.turn().await?;
         files::upload_dir(&self.lifeline.supervisor, &self.user, host, dest).await
+    }
+
+    async fn upload_dir_as_root(
+        &self,
+        host: &std::path::Path,
+        dest: &str,
+    ) -> Result<(), ExecError> {
+        let _turn = self.turn().await?;
+        let root = Some((0, 0));
+        files::upload_dir_as(&self.lifeline.supervisor, (0, 0), root, host, dest).await
     }
 
     async fn read_file(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>, ExecError> {
