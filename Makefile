@@ -63,6 +63,7 @@ test-harbor: sandbox-image build
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --test harbor -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all

@@ -34,7 +34,6 @@ pub struct HarborJob {
 }
 
 pub struct DoneJob {
-    pub dir: PathBuf,
     pub elapsed: Duration,
     pub verdicts: BTreeMap<String, Verdict>,
 }
@@ -140,11 +139,7 @@ impl HarborJob {
         if verdicts.is_empty() {
             return Err(self.explain("ran no trial"));
         }
-        Ok(DoneJob {
-            dir: self.dir,
-            elapsed,
-            verdicts,
-        })
+        Ok(DoneJob { elapsed, verdicts })
     }
 
     fn explain(&self, what: &str) -> String {

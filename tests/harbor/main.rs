@@ -79,8 +79,18 @@ fn harbor_and_runner_give_the_same_verdicts_on_the_same_tasks() {
     differences.check_tasks(&tasks, &repo());
 
     let jobs_dir = repo().join("target/harbor-test");
-    std::fs::create_dir_all(&jobs_dir).expect("create target/harbor-test");
     let images_before = harbor::harbor_images();
+    // The job directories a failed run kept for inspection: whatever their
+    // trials left is removed with them.
+    if jobs_dir.is_dir() {
+        let left = harbor::clean_up(&jobs_dir, &images_before);
+        assert!(
+            left.is_empty(),
+            "an earlier run's objects cannot be removed: {left:?}"
+        );
+        std::fs::remove_dir_all(&jobs_dir).expect("remove an earlier run's target/harbor-test");
+    }
+    std::fs::create_dir_all(&jobs_dir).expect("create target/harbor-test");
 
     // Harbor's jobs run in the background (one per suite and agent, two
     // trials at a time each) while runner grades the same tasks.
@@ -115,7 +125,6 @@ fn harbor_and_runner_give_the_same_verdicts_on_the_same_tasks() {
 
     let mut harbor_verdict: BTreeMap<(String, String), Verdict> = BTreeMap::new();
     let mut harbor_secs: BTreeMap<&str, f64> = BTreeMap::new();
-    let mut finished = Vec::new();
     let mut job_failures = Vec::new();
     for job in jobs {
         let agent = job.agent;
@@ -127,7 +136,6 @@ fn harbor_and_runner_give_the_same_verdicts_on_the_same_tasks() {
                     let old = harbor_verdict.insert((task.clone(), agent.to_string()), v.clone());
                     assert!(old.is_none(), "Harbor graded {task} twice under {agent}");
                 }
-                finished.push(done);
             }
             Err(failed) => job_failures.push(failed),
         }
@@ -210,7 +218,5 @@ fn harbor_and_runner_give_the_same_verdicts_on_the_same_tasks() {
             .join("\n")
     );
     // Harbor's job directories are kept when a check fails above; removed here.
-    for done in finished {
-        let _ = std::fs::remove_dir_all(&done.dir);
-    }
+    let _ = std::fs::remove_dir_all(&jobs_dir);
 }
