@@ -4,7 +4,7 @@
 CARGO ?= cargo
 RUNNER := target/debug/runner
 
-.PHONY: demo-run all build test test-unit test-runsc lint fmt sandbox-image sandbox-tiny sandbox-full demo clean-runs bench bench-quick bench-images eval-demo
+.PHONY: demo-run all build test test-unit test-runsc lint fmt sandbox-image sandbox-tiny sandbox-full demo clean-runs bench bench-quick bench-images eval-demo harbor test-harbor
 
 all: build
 
@@ -49,9 +49,21 @@ test-runsc: sandbox-image
 	RUNNER_TEST_RUNTIME=runsc $(CARGO) test --test docker --test security -- --test-threads=2
 	RUNNER_TEST_RUNTIME=runsc $(CARGO) test --test cli -- --test-threads=2 docker::
 
+## Harbor itself (PyPI `harbor`, pinned in sandbox/harbor/requirements.txt) with Python 3.13 and
+## Docker Compose v2, in a Debian trixie root under target/harbor (bookworm has neither); run it
+## with sandbox/harbor/harbor.sh. Needs root, Debian's archive and PyPI. Fast when already there.
+harbor:
+	bash sandbox/harbor/install.sh
+
+## Harbor and runner on the same task directories (tests/harbor): identical verdicts under the
+## oracle and nop agents, except tests/harbor-differences.toml. Fails without `make harbor`.
+test-harbor: sandbox-image build
+	$(CARGO) test --test harbor -- --test-threads=2
+
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --test harbor -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all
