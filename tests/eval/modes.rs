@@ -81,6 +81,9 @@ fn verdicts(d: &Dir, extra: &[&str]) -> (Vec<(String, String, String)>, serde_js
     let (ran, pid) = run_with_pid(eval_cmd(d, &args));
     assert_clean(pid, &ran.desc);
     let r = report(d, &ran);
+    // The next run writes its own run directories.
+    let kept = d.path().join(format!("runs-{}", extra.join("-")));
+    std::fs::rename(d.path().join("runs"), kept).expect("move the run directories aside");
     let rows = r["attempts"]
         .as_array()
         .expect("attempts")

@@ -83,13 +83,11 @@ impl Verdict {
         !metrics.is_empty() && metrics.values().all(|v| *v >= 1.0)
     }
 
-    /// The one number shown for an attempt: `reward` when it is a metric,
-    /// else the mean of the metrics.
+    /// The one number shown for an attempt: the lowest metric, so that
+    /// it is at least 1 exactly when the attempt passes (named metrics are
+    /// never averaged into a pass).
     pub fn headline(metrics: &BTreeMap<String, f64>) -> Option<f64> {
-        if let Some(r) = metrics.get("reward") {
-            return Some(*r);
-        }
-        (!metrics.is_empty()).then(|| metrics.values().sum::<f64>() / metrics.len() as f64)
+        metrics.values().copied().reduce(f64::min)
     }
 }
 
@@ -231,7 +229,35 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
             }
         )));
     }
-    read_reward(sandbox, &logs).await
+    match read_reward(sandbox, &logs).await? {
+        // runner made /logs/verifier before test.sh: gone now, it was
+        // removed by code test.sh ran (the agent's), not a task's omission.
+        Verdict::NoReward(why)
+            if !verifier_dir_left(sandbox, t.control_as_root, &ql, cancel).await? =>
+        {
+            Ok(Verdict::Failed(format!(
+                "/logs/verifier, made before test.sh ran, is gone ({why})"
+            )))
+        }
+        v => Ok(v),
+    }
+}
+
+/// Whether /logs/verifier is still the directory runner made.
+async fn verifier_dir_left(
+    sandbox: &dyn Executor,
+    as_root: bool,
+    ql: &str,
+    cancel: &CancellationToken,
+) -> Result<bool, GradeError> {
+    let out = control(
+        sandbox,
+        as_root,
+        format!("[ -d {ql}/verifier ] && [ ! -L {ql}/verifier ] && echo present"),
+        cancel,
+    )
+    .await?;
+    Ok(out.output.trim() == "present")
 }
 
 /// reward.json, else reward.txt, as Harbor reads them.
@@ -422,11 +448,11 @@ mod tests {
         assert_eq!(named, m(&[("correct", 1.0), ("style", 0.0)]));
         // Named metrics are not averaged into a pass: every one must be 1.
         assert!(!Verdict::passed(&named));
-        assert_eq!(Verdict::headline(&named), Some(0.5));
+        assert_eq!(Verdict::headline(&named), Some(0.0));
         assert!(Verdict::passed(&m(&[("correct", 1.0), ("style", 1.0)])));
         assert_eq!(
-            Verdict::headline(&m(&[("reward", 0.0), ("x", 1.0)])),
-            Some(0.0)
+            Verdict::headline(&m(&[("reward", 1.0), ("x", 0.5)])),
+            Some(0.5)
         );
         assert!(parse_reward_json("[]").is_err());
         assert!(parse_reward_json("{}").is_err());
