@@ -103,6 +103,10 @@ pub struct EvalArgs {
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
 
+    /// Let tasks' `${NAME}` env templates take this secret-named variable of runner's environment (an LLM judge's API key); by default a task naming one is refused (repeatable).
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
+
     /// Keep the agent's root filesystem read-only (Harbor's tasks expect to write anywhere: /etc, /usr/local, $HOME; runner's own runs are read-only by default).
     #[arg(long)]
     pub read_only_rootfs: bool,
@@ -433,6 +437,7 @@ impl EvalArgs {
             user: self.user.clone(),
             read_only_rootfs: self.read_only_rootfs,
             grading: self.grading,
+            pass_env: self.pass_env.clone(),
             disk: self.disk.clone(),
             runtime: self.runtime.clone(),
             output_dir: self.output_dir.clone(),

@@ -146,14 +146,21 @@ impl PhaseError {
         let exec = match self {
             PhaseError::Teardown(e) | PhaseError::Snapshot(e) | PhaseError::Artifacts(e) => e,
             PhaseError::Verify(GradeError::Sandbox(e)) => e,
+            // runner's own steps in a sandbox holding the agent's files
+            // (a tree too big to sweep in time, a tool it deleted).
+            PhaseError::Verify(GradeError::Setup(_)) => return true,
             _ => return false,
         };
-        matches!(
+        // Once the agent's content is in play, only an engine that is gone
+        // or lacks an image or runtime is surely not the agent's doing;
+        // everything else counts against it (conservatively: an error
+        // would leave the pass rate).
+        !matches!(
             exec,
-            ExecError::Refused(_)
-                | ExecError::Workspace(_)
-                | ExecError::SandboxDied { .. }
-                | ExecError::Unrecoverable { .. }
+            ExecError::EngineUnavailable { .. }
+                | ExecError::ImageUnavailable { .. }
+                | ExecError::RuntimeUnavailable { .. }
+                | ExecError::RuntimeWithoutNetwork { .. }
         )
     }
 }
@@ -282,6 +289,7 @@ async fn phases(
         removed.map_err(PhaseError::Teardown)?;
         if cancel.is_cancelled() {
             rec.status = Status::Interrupted;
+            rec.error_kind = None;
             return Ok(());
         }
         // The model API or the sandbox failed: not the agent's fault.
@@ -301,6 +309,7 @@ async fn phases(
         Ok(v) => v,
         Err(PhaseError::Verify(GradeError::Interrupted)) => {
             rec.status = Status::Interrupted;
+            rec.error_kind = None;
             return Ok(());
         }
         // What the agent left made grading impossible: its fail, never an
@@ -308,6 +317,7 @@ async fn phases(
         Err(e) if e.agent_caused() => Verdict::Failed(e.to_string()),
         Err(e) => return Err(e),
     };
+    rec.error_kind = None;
     match verdict {
         Verdict::Rewarded { metrics, source } => {
             rec.pass = Verdict::passed(&metrics);
@@ -391,15 +401,23 @@ async fn grade(
             Ok(verdict)
         }
         GradingMode::Isolated => {
+            stop_agent_processes(p).await;
             p.executor.shutdown().await.map_err(PhaseError::Teardown)?;
             super::grade::fresh::grade(fresh(image), cancel)
                 .await
                 .map_err(PhaseError::Verify)
         }
         GradingMode::Snapshot => {
+            stop_agent_processes(p).await;
             let snap = p.executor.snapshot().await;
-            p.executor.shutdown().await.map_err(PhaseError::Teardown)?;
+            let removed = p.executor.shutdown().await;
             let snap = snap.map_err(PhaseError::Snapshot)?;
+            if let Err(e) = removed {
+                if let Err(e) = ctx.backend.remove_image(&snap).await {
+                    tracing::warn!("cannot remove the snapshot {snap}: {e}");
+                }
+                return Err(PhaseError::Teardown(e));
+            }
             let spec = GradeSpec {
                 agent_files_here: true,
                 ..fresh(&snap)
@@ -411,6 +429,7 @@ async fn grade(
             verdict.map_err(PhaseError::Verify)
         }
         GradingMode::Separate => {
+            stop_agent_processes(p).await;
             let staged = collect_artifacts(p, run_path).await;
             p.executor.shutdown().await.map_err(PhaseError::Teardown)?;
             let uploads = staged.map_err(PhaseError::Artifacts)?;
@@ -440,12 +459,22 @@ async fn grade(
                 workspace: None,
                 uploads,
                 upload_tests: !bundled,
+                hardened: false,
                 ..fresh(&verifier_image)
             };
             super::grade::fresh::grade(spec, cancel)
                 .await
                 .map_err(PhaseError::Verify)
         }
+    }
+}
+
+/// Before the agent's sandbox is copied, committed or removed: nothing of
+/// the agent's may keep writing, nor outlive a sandbox kept for its work.
+async fn stop_agent_processes(p: &Prepared) {
+    match p.executor.kill_all().await {
+        Ok(()) | Err(ExecError::Unsupported(_)) => {}
+        Err(e) => tracing::warn!("cannot stop the agent's processes: {e}"),
     }
 }
 
@@ -457,7 +486,13 @@ fn fresh_spec<'a>(ctx: &'a AttemptCtx, p: &'a Prepared, image: &'a str) -> Grade
         workspace: Some(p.workspace.path()),
         workdir: &p.workdir,
         uploads: Vec::new(),
-        network: p.config.sandbox.network,
+        // The verifier's own network (`[verifier] network_mode`), given
+        // only with --allow-internet, as the agent's.
+        network: network_for(
+            p.task.effective_verifier_network() == super::task::TaskNetwork::Public,
+            ctx.allow_internet,
+        )
+        .0,
         backend: ctx.backend.as_ref(),
         runtime: p.config.sandbox.runtime.clone(),
         run_id: format!("{}-verify", p.run_id),
@@ -467,6 +502,8 @@ fn fresh_spec<'a>(ctx: &'a AttemptCtx, p: &'a Prepared, image: &'a str) -> Grade
         upload_tests: true,
         verifier_user: Some((p.verifier.uid, p.verifier.gid)),
         services: p.services.as_deref(),
+        hardened: true,
+        verifier_home: &p.verifier.home,
     }
 }
 
@@ -743,6 +780,9 @@ async fn agent(ctx: &AttemptCtx, p: &Prepared, cancel: &CancellationToken) -> (A
 
 fn finish(mut rec: Attempt, started: Instant) -> Attempt {
     rec.phases.total_ms = ms(started);
+    if rec.status != Status::Error {
+        rec.error_kind = None;
+    }
     rec
 }
 

@@ -109,6 +109,7 @@ pub async fn run(args: EvalSettings, cancel: CancellationToken) -> Result<u8, Fa
 }
 
 async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, EvalError> {
+    task::envsubst::allow_secrets(args.pass_env.clone());
     let tasks = task::filter(task::discover(&args.paths)?, &args.filter)?;
     if tasks.is_empty() {
         return Err(EvalError::NoMatch(args.filter.clone()));
@@ -352,6 +353,7 @@ async fn run_all(
                 let a = if cancel.is_cancelled() && a.status == Status::Error {
                     Attempt {
                         status: Status::Interrupted,
+                        error_kind: None,
                         ..a
                     }
                 } else {

@@ -59,6 +59,8 @@ pub struct EvalSettings {
     /// Keep the agent's root filesystem read-only (runner's own default
     /// for runs; Harbor's tasks expect it writable).
     pub read_only_rootfs: bool,
+    /// `--pass-env`: secret-named host variables tasks may take.
+    pub pass_env: Vec<String>,
     /// `--grading`: overrides each task's `[verifier] environment_mode`.
     pub grading: Option<super::mode::GradingMode>,
     /// A size, or `unlimited`.

@@ -256,16 +256,29 @@ pub trait Executor: Send + Sync {
         Err(ExecError::Unsupported("run a command as another user"))
     }
 
-    /// Like [`Executor::execute_as`], but the command keeps CAP_SETUID
-    /// and CAP_SETGID (and no other capability), so it can run code as yet
-    /// another user: a verifier's test.sh running the agent's code
-    /// unprivileged (`setpriv`), as Harbor's root verifier can.
-    async fn execute_as_switching(
+    /// The sandbox's last command (a verifier's test.sh): runs `req` as
+    /// `user` like [`Executor::execute_as`]; with `switch_user` it keeps
+    /// CAP_SETUID and CAP_SETGID (and no other capability), so it can run
+    /// code as yet another user (`setpriv`), as Harbor's root verifier can.
+    /// When it exits, every other process in the sandbox is killed by the
+    /// sandbox itself before the exit is reported, so nothing it or the
+    /// agent left running can write anything afterwards. The default runs
+    /// it, then [`Executor::kill_all`].
+    async fn execute_final(
         &self,
         user: (u32, u32),
+        switch_user: bool,
         req: ExecRequest,
     ) -> Result<ExecOutput, ExecError> {
-        self.execute_as(user, req).await
+        let _ = switch_user;
+        let out = match self.execute_as(user, req.clone()).await {
+            Err(ExecError::Unsupported(_)) => self.execute(req).await?,
+            r => r?,
+        };
+        match self.kill_all().await {
+            Ok(()) | Err(ExecError::Unsupported(_)) => Ok(out),
+            Err(e) => Err(e),
+        }
     }
 
     /// Kills every process in the sandbox (the sandbox user's, root's,

@@ -123,3 +123,69 @@ fn a_bad_task_yaml_names_the_file() {
     assert!(err.contains("task.yaml"), "{}", ran.explain());
     assert!(err.contains("\nhint: "), "{}", ran.explain());
 }
+
+#[test]
+fn a_secret_of_runners_environment_reaches_a_task_only_when_passed() {
+    let d = Dir::new();
+    task(
+        d.path(),
+        "judge",
+        &[
+            ("instruction.md", "x\n"),
+            (
+                "task.toml",
+                "[verifier.env]\nJUDGE_KEY = \"${RUNNER_SCHEMA_TEST_API_KEY}\"\n",
+            ),
+            ("tests/test.sh", "echo 0 > /logs/verifier/reward.txt\n"),
+        ],
+    );
+    // A task from anywhere must not pull runner's own credentials into
+    // code it runs, by naming them.
+    let ran = run(d
+        .runner()
+        .env("RUNNER_SCHEMA_TEST_API_KEY", "sk-not-for-tasks-0123456789")
+        .args([
+            "eval",
+            "judge",
+            "--agent",
+            "nop",
+            "--executor",
+            "local",
+            "--filter",
+            "nomatch",
+        ]));
+    ran.expect_code(2);
+    let err = ran.stderr();
+    assert!(
+        err.contains("verifier.env.JUDGE_KEY") && err.contains("RUNNER_SCHEMA_TEST_API_KEY"),
+        "{}",
+        ran.explain()
+    );
+    assert!(
+        err.contains("hint: pass --pass-env RUNNER_SCHEMA_TEST_API_KEY"),
+        "{}",
+        ran.explain()
+    );
+    assert!(!err.contains("sk-not-for-tasks"), "{}", ran.explain());
+    // Handed over on purpose, the task loads (the filter then matches no
+    // task: the load is what is checked, no sandbox starts).
+    let ran = run(d
+        .runner()
+        .env("RUNNER_SCHEMA_TEST_API_KEY", "sk-not-for-tasks-0123456789")
+        .args([
+            "eval",
+            "judge",
+            "--agent",
+            "nop",
+            "--pass-env",
+            "RUNNER_SCHEMA_TEST_API_KEY",
+            "--filter",
+            "nomatch",
+        ]));
+    ran.expect_code(2);
+    assert!(
+        ran.stderr().contains("no task matches"),
+        "{}",
+        ran.explain()
+    );
+}

@@ -241,3 +241,37 @@ fn tampering_agent_cannot_turn_a_fail_into_a_pass() {
     );
     ran.expect_code(0);
 }
+
+#[test]
+fn graded_shared_every_plant_on_the_verifiers_path_is_a_signal() {
+    let _g = prelude();
+    let d = Dir::new();
+    suite(&d);
+    let (ran, r) = run_script(&d, tamper_script(), "shared");
+    let a = &r["attempts"][0];
+    assert_eq!(a["grading"], "shared", "{a}{}", ran.explain());
+    let signals = a["signals"].to_string();
+    for plant in [
+        "/usr/local/bin/python3",
+        "/usr/local/bin/pytest",
+        "/usr/local/bin/bash",
+        "sitecustomize.py",
+        "zzz.pth",
+        "/tests",
+        "/logs",
+    ] {
+        assert!(
+            signals.contains(plant),
+            "{plant} is not among the signals: {signals}{}",
+            ran.explain()
+        );
+    }
+    // The reports show them too.
+    let md = std::fs::read_to_string(d.path().join("summary.md")).expect("summary.md");
+    assert!(
+        md.contains("Tamper signals") && md.contains("/usr/local/bin/python3"),
+        "{md}"
+    );
+    let xml = std::fs::read_to_string(d.path().join("junit.xml")).expect("junit.xml");
+    assert!(xml.contains("signal: "), "{xml}");
+}

@@ -80,23 +80,35 @@ pub struct GradeSpec<'a> {
     pub verifier_user: Option<(u32, u32)>,
     /// The task's sidecars, still running: the verifier joins their network.
     pub services: Option<&'a dyn Services>,
+    /// The fixed, hardened environment below (isolated, snapshot); else
+    /// Harbor's separate verifier's: the image's own with `[environment]
+    /// env`, HOME from passwd, then `[verifier] env`.
+    pub hardened: bool,
+    /// The verifier user's HOME (from the image's passwd).
+    pub verifier_home: &'a str,
 }
 
 /// Runs tests/test.sh in a fresh sandbox of `spec.image` and reads the
 /// reward.
 pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Verdict, GradeError> {
     let task = spec.task;
-    let mut env: Vec<(String, String)> = [
-        ("PATH", VERIFIER_PATH),
-        ("HOME", "/root"),
-        ("LANG", "C.UTF-8"),
-        ("PYTHONNOUSERSITE", "1"),
-        ("PYTHONSAFEPATH", "1"),
-        ("PYTHONDONTWRITEBYTECODE", "1"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
+    let mut env: Vec<(String, String)> = if !spec.hardened {
+        let mut env = vec![("HOME".to_string(), spec.verifier_home.to_string())];
+        env.extend(task.env.iter().cloned());
+        env
+    } else {
+        [
+            ("PATH", VERIFIER_PATH),
+            ("HOME", "/root"),
+            ("LANG", "C.UTF-8"),
+            ("PYTHONNOUSERSITE", "1"),
+            ("PYTHONSAFEPATH", "1"),
+            ("PYTHONDONTWRITEBYTECODE", "1"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    };
     for (k, v) in &task.verifier_env {
         env.retain(|(e, _)| e != k);
         env.push((k.clone(), v.clone()));
@@ -116,10 +128,11 @@ pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Ve
             exact: true,
         }),
         workdir: Some(spec.workdir.to_string()),
-        // So test.sh can run the agent's code as an unprivileged user
-        // (`setpriv --reuid=1000 --regid=1000 --clear-groups CMD`),
-        // which then cannot touch /tests or /logs.
-        switch_user: true,
+        // No capabilities for runner's own commands: test.sh alone may
+        // switch users (see `execute_final`), so it can run the agent's
+        // code unprivileged (`setpriv --reuid=1000 ...`), which then
+        // cannot touch /tests or /logs.
+        switch_user: false,
         env: env.clone(),
         redactor: spec.redactor.clone(),
         max_run_time: timeout + Duration::from_secs(300),
@@ -135,7 +148,7 @@ pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Ve
             TestRun {
                 sandbox: sandbox.as_ref(),
                 task,
-                verifier_user: spec.verifier_user.filter(|u| *u != super::ROOT),
+                verifier_user: spec.verifier_user,
                 control_as_root: false,
                 env: Vec::new(),
                 timeout,

@@ -122,10 +122,15 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
     let logs = sandbox.path("/logs");
     let (qt, ql) = (quote(&tests), quote(&logs));
     let control = |command: String| control(sandbox, t.control_as_root, command, cancel);
-    // Whoever runs test.sh must be able to write the reward file.
-    let open_logs = match t.verifier_user {
-        Some((uid, _)) if uid != 0 => format!(" && chmod 0777 {ql}/verifier"),
-        _ => String::new(),
+    // Whoever runs test.sh must be able to write the reward file, and
+    // nobody else: a verifier user of its own makes /logs/verifier itself
+    // (root, without CAP_CHOWN, cannot give it one), in a /logs open to it
+    // only for that moment.
+    let own_logs = t.verifier_user.filter(|(uid, _)| *uid != 0);
+    let verifier_dir = if own_logs.is_some() {
+        format!(" && chmod 1777 {ql}")
+    } else {
+        format!(" {ql}/verifier")
     };
     let rm = if t.upload_tests {
         format!("{qt} {ql}")
@@ -135,9 +140,26 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
     // `chmod -R u+rwx` first: a directory the agent made unreadable
     // (mode 000) would stop `rm` (commands hold no capabilities).
     let prep = control(format!(
-        "chmod -R u+rwx {rm} 2>/dev/null; rm -rf {rm} && mkdir -p {qt} {ql}/verifier {ql}/agent {ql}/artifacts{open_logs}"
+        "chmod -R u+rwx {rm} 2>/dev/null; rm -rf {rm} && mkdir -p {qt} {ql}/agent {ql}/artifacts{verifier_dir}"
     ))
     .await?;
+    let prep = match own_logs {
+        Some(user) if prep.exit_code == Some(0) => {
+            let made = as_user(
+                sandbox,
+                user,
+                control_req(format!("mkdir -m 0755 {ql}/verifier"), cancel),
+            )
+            .await?;
+            let closed = control(format!("chmod 0755 {ql}")).await?;
+            if made.exit_code != Some(0) {
+                made
+            } else {
+                closed
+            }
+        }
+        _ => prep,
+    };
     if prep.exit_code != Some(0) {
         let why = format!("cannot prepare /tests and /logs: {}", prep.output.trim());
         return if t.agent_files_here {
@@ -160,6 +182,9 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
             .upload_dir_as_root(&t.task.tests_dir(), &tests)
             .await?;
     }
+    // Executable, by root, as Harbor makes it (the verifier's user may not
+    // own /tests).
+    control(format!("chmod +x {qt}/test.sh 2>/dev/null; true")).await?;
     // Links into /tests or /logs are removed wherever `find` can reach;
     // what it cannot read, test.sh cannot read either.
     let swept = control(sweep_links_command(&sandbox.workdir(), &tests, &logs)).await?;
@@ -185,7 +210,7 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
     // interpreter line (a test.sh without one runs with bash).
     let q = quote(&test_sh);
     let command = format!(
-        "{exports}chmod +x {q} 2>/dev/null; if head -c 2 {q} | grep -q '^#!'; then exec {q}; else exec bash {q}; fi"
+        "{exports}if head -c 2 {q} | grep -q '^#!' && [ -x {q} ]; then exec {q}; else exec bash {q}; fi"
     );
     let req = ExecRequest {
         command,
@@ -194,22 +219,12 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
         full_output: Some(t.run_dir.file("verifier.log")),
         cancel: cancel.clone(),
     };
-    let out = match t.verifier_user {
-        // A root test.sh may switch users, as Harbor's does (`setpriv` to
-        // run the agent's code unprivileged).
-        Some(user) if user == ROOT => match sandbox.execute_as_switching(user, req.clone()).await {
-            Err(ExecError::Unsupported(_)) => sandbox.execute(req).await?,
-            r => r?,
-        },
-        Some(user) => as_user(sandbox, user, req).await?,
-        None => sandbox.execute(req).await?,
-    };
-    // Whatever test.sh (or the agent before it) left running dies before
-    // the reward is read: nothing can rewrite it afterwards.
-    match sandbox.kill_all().await {
-        Ok(()) | Err(ExecError::Unsupported(_)) => {}
-        Err(e) => return Err(e.into()),
-    }
+    // A root test.sh may switch users, as Harbor's does (`setpriv` to run
+    // the agent's code unprivileged). Whatever test.sh or the agent left
+    // running dies as test.sh exits, before the reward is read: nothing
+    // can write it afterwards.
+    let user = t.verifier_user.unwrap_or(ROOT);
+    let out = sandbox.execute_final(user, user == ROOT, req).await?;
     if out.cancelled {
         return Err(GradeError::Interrupted);
     }
@@ -408,13 +423,7 @@ async fn control(
     command: String,
     cancel: &CancellationToken,
 ) -> Result<ExecOutput, GradeError> {
-    let req = ExecRequest {
-        command: command.clone(),
-        timeout: CONTROL_TIMEOUT,
-        max_output_bytes: 1 << 17,
-        full_output: None,
-        cancel: cancel.clone(),
-    };
+    let req = control_req(command.clone(), cancel);
     let out = if as_root {
         as_user(sandbox, ROOT, req).await?
     } else {
@@ -427,6 +436,17 @@ async fn control(
         return Err(GradeError::Setup(format!("`{command}` timed out")));
     }
     Ok(out)
+}
+
+/// One of runner's own small commands.
+fn control_req(command: String, cancel: &CancellationToken) -> ExecRequest {
+    ExecRequest {
+        command,
+        timeout: CONTROL_TIMEOUT,
+        max_output_bytes: 1 << 17,
+        full_output: None,
+        cancel: cancel.clone(),
+    }
 }
 
 #[cfg(test)]

@@ -37,6 +37,22 @@ pub fn resolve(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<S
     }
 }
 
+/// Host variables whose names say they hold secrets, handed to tasks
+/// anyway (`runner eval --pass-env NAME`); set once, before tasks load.
+static SECRETS_ALLOWED: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Allows `${NAME}` for these secret-named host variables (first call wins).
+pub fn allow_secrets(names: Vec<String>) {
+    let _ = SECRETS_ALLOWED.set(names);
+}
+
+/// Whether the secret-named host variable `name` may reach a task.
+pub fn secret_allowed(name: &str) -> bool {
+    SECRETS_ALLOWED
+        .get()
+        .is_some_and(|names| names.iter().any(|n| n == name))
+}
+
 /// The host's value of `name`: unset when the name cannot be one (empty,
 /// `=` or NUL in it) or the value is not UTF-8.
 pub fn host_var(name: &str) -> Option<String> {

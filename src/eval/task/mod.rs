@@ -73,6 +73,16 @@ pub enum TaskError {
         key: String,
         var: String,
     },
+    /// `${VAR}` names a secret of runner's environment (by its name) that
+    /// the user did not hand to tasks.
+    #[error(
+        "{path}: {key} takes ${{{var}}} from runner's environment, and the name says it holds a secret the task's code would see"
+    )]
+    SecretVar {
+        path: PathBuf,
+        key: String,
+        var: String,
+    },
     /// Neither a Harbor task, a Terminal-Bench 1 task nor a directory of them.
     #[error(
         "{path} is not a task: expected instruction.md and tests/test.sh (Harbor) or task.yaml (Terminal-Bench 1), or subdirectories holding them; found {found}"
@@ -96,6 +106,9 @@ impl TaskError {
             TaskError::Refused { hint, .. } => Some(hint.clone()),
             TaskError::UnsetVar { var, .. } => Some(format!(
                 "export {var} before running runner eval, or give the task a default: ${{{var}:-value}}"
+            )),
+            TaskError::SecretVar { var, .. } => Some(format!(
+                "pass --pass-env {var} to hand it to the task (an LLM judge's key, say), or unset it"
             )),
             TaskError::UnknownLayout { .. } => Some(
                 "a Harbor task holds instruction.md, task.toml and tests/test.sh; a Terminal-Bench 1 task holds task.yaml, docker-compose.yaml and run-tests.sh".into(),
@@ -862,6 +875,17 @@ impl Loader<'_> {
             .map(|(name, value)| {
                 if name.is_empty() || name.contains(['=', '\0']) {
                     return Err(self.invalid(key, format!("{name:?} is not a variable name")));
+                }
+                if let Some((var, _)) = envsubst::template(value)
+                    && crate::redact::is_credential_name(var)
+                    && !envsubst::secret_allowed(var)
+                    && (self.lookup)(var).is_some()
+                {
+                    return Err(TaskError::SecretVar {
+                        path: self.path.to_path_buf(),
+                        key: format!("{key}.{name}"),
+                        var: var.to_string(),
+                    });
                 }
                 let resolved =
                     envsubst::resolve(value, self.lookup).map_err(|var| TaskError::UnsetVar {

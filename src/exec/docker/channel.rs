@@ -7,13 +7,13 @@
 //!
 //! Only the supervisor can open it: the directory is 0700 and the FIFO
 //! 0600, both of the supervisor's uid, which no command has (root in the
-//! sandbox has no CAP_DAC_OVERRIDE). The exception is a sandbox started
-//! to let commands switch users (eval's verifier, whose `test.sh` drops
-//! the agent's code to an unprivileged uid): a root command there holds
-//! CAP_SETUID and could take any uid, the supervisor's included; only the
-//! task's own test script runs with it. runner opens its end before the
-//! sandbox starts and never opens anything in the directory again; the
-//! mount is read-only, so nothing in it can be replaced.
+//! sandbox has no CAP_DAC_OVERRIDE). A verifier's test.sh may switch
+//! users (it holds CAP_SETUID to drop the agent's code to an unprivileged
+//! uid) and so could take the supervisor's uid: the FIFO's name is removed
+//! as soon as the supervisor has opened it and said Ready, so there is
+//! nothing left to open. runner opens its end before the sandbox starts
+//! and never opens anything in the directory again; the mount is
+//! read-only, so nothing in it can be replaced.
 
 use std::path::{Path, PathBuf};
 
@@ -68,6 +68,16 @@ impl Channel {
     /// The directory on the host, to mount at [`DIR_IN_SANDBOX`].
     pub fn host_dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// Removes the FIFO's name once the supervisor has opened it (it said
+    /// Ready through it): both ends stay open, and nothing in the sandbox
+    /// can open it again, not even a command that took the supervisor's
+    /// uid (a verifier's test.sh may switch users).
+    pub fn seal(&self) {
+        if let Err(e) = std::fs::remove_file(self.dir.path().join(FIFO)) {
+            tracing::warn!("cannot remove the supervisor's FIFO: {e}");
+        }
     }
 
     /// The FIFO as the supervisor names it (`--out`).

@@ -346,6 +346,9 @@ impl DockerExecutor {
         *self.oom_seen.get_mut() = Some(0);
         match self.lifeline.supervisor.ready(READY_LIMIT).await {
             Ok(hello) => {
+                if let Some(c) = &self._channel {
+                    c.seal();
+                }
                 self.bash = hello.bash;
                 self.supervisor_pid = hello.pid;
                 if self.session.is_some() && self.bash.is_none() {
@@ -467,6 +470,18 @@ impl DockerExecutor {
         as_user: Option<(u32, u32)>,
         switch_user: bool,
     ) -> Result<ExecOutput, ExecError> {
+        self.run_command_with(req, as_user, switch_user, self.keep_background)
+            .await
+    }
+
+    /// [`Self::run_command`], keeping background work or not.
+    async fn run_command_with(
+        &self,
+        req: ExecRequest,
+        as_user: Option<(u32, u32)>,
+        switch_user: bool,
+        keep_background: bool,
+    ) -> Result<ExecOutput, ExecError> {
         let mut oom_seen = self.turn().await?;
         let target = run::Target {
             docker: &self.docker,
@@ -480,7 +495,7 @@ impl DockerExecutor {
             workdir: &self.workdir,
             env: &self.env,
             redactor: &self.redactor,
-            keep_background: self.keep_background,
+            keep_background,
             oom: &self.oom,
             lifeline: &self.lifeline,
             as_user,
@@ -582,12 +597,16 @@ impl Executor for DockerExecutor {
         self.run_command(req, Some(user), false).await
     }
 
-    async fn execute_as_switching(
+    async fn execute_final(
         &self,
         user: (u32, u32),
+        switch_user: bool,
         req: ExecRequest,
     ) -> Result<ExecOutput, ExecError> {
-        self.run_command(req, Some(user), true).await
+        // Not keeping background work: the supervisor kills every process
+        // as the command exits, before it reports the exit.
+        self.run_command_with(req, Some(user), switch_user, false)
+            .await
     }
 
     async fn kill_all(&self) -> Result<(), ExecError> {
