@@ -58,7 +58,7 @@ harbor:
 ## Harbor and runner on the same task directories (tests/harbor): identical verdicts under the
 ## oracle and nop agents, except tests/harbor-differences.toml. Fails without `make harbor`.
 test-harbor: sandbox-image build
-	$(CARGO) test --test harbor -- --test-threads=2
+	$(CARGO) test --test harbor -- --test-threads=2 --nocapture
 
 lint:
 	$(CARGO) fmt --all --check

@@ -24,6 +24,38 @@ use crate::exec::ExecError;
 
 use crate::exec::backend::{MAX_ACCOUNTS_FILE_BYTES, Seeded};
 
+/// A labelled container of `image_ref` that is never started, named
+/// `<run>-<what>`, to read the image's files through the archive API.
+async fn probe_container(
+    docker: &bollard::Docker,
+    image_ref: &str,
+    run_id: &str,
+    what: &str,
+) -> Result<bollard::models::ContainerCreateResponse, ExecError> {
+    let cfg = DockerConfig {
+        image: image_ref.to_string(),
+        run_id: run_id.to_string(),
+        ..DockerConfig::default()
+    };
+    let name = format!("{}-{what}", container_name(run_id));
+    let body = ContainerCreateBody {
+        image: Some(image_ref.to_string()),
+        entrypoint: Some(vec!["true".into()]),
+        cmd: Some(vec![]),
+        labels: Some(labels(&cfg)),
+        network_disabled: Some(true),
+        ..Default::default()
+    };
+    let opts = CreateContainerOptionsBuilder::new().name(&name).build();
+    call(
+        "create container",
+        &name,
+        CALL_TIMEOUT,
+        docker.create_container(Some(opts), body),
+    )
+    .await
+}
+
 /// Copies the image's working directory (or `dir`, when given) into the
 /// empty host directory `host`; a directory missing from the image leaves
 /// it empty.
@@ -53,28 +85,7 @@ pub async fn seed_workspace(
         .filter(|w| w.starts_with('/') && w.len() > 1)
         .map(|w| w.trim_end_matches('/').to_string())
         .unwrap_or_else(|| CONTAINER_WORKDIR.to_string());
-    let cfg = DockerConfig {
-        image: image_ref.to_string(),
-        run_id: run_id.to_string(),
-        ..DockerConfig::default()
-    };
-    let name = format!("{}-seed", container_name(run_id));
-    let body = ContainerCreateBody {
-        image: Some(image_ref.to_string()),
-        entrypoint: Some(vec!["true".into()]),
-        cmd: Some(vec![]),
-        labels: Some(labels(&cfg)),
-        network_disabled: Some(true),
-        ..Default::default()
-    };
-    let opts = CreateContainerOptionsBuilder::new().name(&name).build();
-    let created = call(
-        "create container",
-        &name,
-        CALL_TIMEOUT,
-        docker.create_container(Some(opts), body),
-    )
-    .await?;
+    let created = probe_container(&docker, image_ref, run_id, "seed").await?;
     let result = copy::download(
         &docker,
         &created.id,
@@ -118,28 +129,7 @@ pub async fn image_dir_owner(
     run_id: &str,
 ) -> Result<Option<copy::DirOwner>, ExecError> {
     use futures::StreamExt;
-    let cfg = DockerConfig {
-        image: image_ref.to_string(),
-        run_id: run_id.to_string(),
-        ..DockerConfig::default()
-    };
-    let name = format!("{}-owner", container_name(run_id));
-    let body = ContainerCreateBody {
-        image: Some(image_ref.to_string()),
-        entrypoint: Some(vec!["true".into()]),
-        cmd: Some(vec![]),
-        labels: Some(labels(&cfg)),
-        network_disabled: Some(true),
-        ..Default::default()
-    };
-    let opts = CreateContainerOptionsBuilder::new().name(&name).build();
-    let created = call(
-        "create container",
-        &name,
-        CALL_TIMEOUT,
-        docker.create_container(Some(opts), body),
-    )
-    .await?;
+    let created = probe_container(docker, image_ref, run_id, "owner").await?;
     let opts = bollard::query_parameters::DownloadFromContainerOptionsBuilder::new()
         .path(dir)
         .build();
