@@ -675,6 +675,9 @@ async fn prepare(
         workdir: Some(workdir.clone()),
         env: spec_env,
         keep_background: true,
+        // A root agent may chown, bind port 80... as Harbor's root may
+        // (never the capabilities that reach runner's supervisor).
+        root_caps: agent.uid == 0,
         ..base
     };
     if let Some(s) = &services {

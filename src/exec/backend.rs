@@ -32,6 +32,20 @@ pub const DEFAULT_PIDS_LIMIT: i64 = 256;
 pub const DEFAULT_USER: &str = "1000:1000";
 /// Default of what a sandbox may put on the host's disk (`--disk`).
 pub const DEFAULT_DISK_BYTES: u64 = 10 << 30;
+/// What a root task commonly needs of root, which a root sandbox user's
+/// commands keep with [`SandboxSpec::root_caps`] (as Docker gives root):
+/// owning and changing others' files, binding low ports, chroot. None of
+/// them reaches runner's supervisor: no CAP_KILL, no CAP_SETUID or
+/// CAP_SETGID (which would let a command take the supervisor's uid), no
+/// CAP_DAC_OVERRIDE, no tracing.
+pub const ROOT_TASK_CAPS: [&str; 5] = [
+    "CHOWN",
+    "FOWNER",
+    "FSETID",
+    "NET_BIND_SERVICE",
+    "SYS_CHROOT",
+];
+
 /// Default longest life of a sandbox.
 pub const DEFAULT_MAX_RUN_SECS: u64 = 4 * 3600;
 
@@ -94,6 +108,9 @@ pub struct SandboxSpec {
     /// Commands may switch to another user (the verifier runs the agent's
     /// code unprivileged): SETUID and SETGID, nothing else.
     pub switch_user: bool,
+    /// A root user's commands keep [`ROOT_TASK_CAPS`] (a task's root, as
+    /// Harbor's tasks expect it: `chown`, a service on port 80).
+    pub root_caps: bool,
     /// Identifies the run in the backend's objects.
     pub run_id: String,
     /// Longest the sandbox may live.
@@ -138,6 +155,7 @@ impl SandboxSpec {
             env: Vec::new(),
             runtime: None,
             switch_user: false,
+            root_caps: false,
             run_id: run_id.to_string(),
             max_run_time: Duration::from_secs(DEFAULT_MAX_RUN_SECS),
             redactor: Redactor::default(),

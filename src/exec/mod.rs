@@ -258,8 +258,10 @@ pub trait Executor: Send + Sync {
 
     /// The sandbox's last command (a verifier's test.sh): runs `req` as
     /// `user` like [`Executor::execute_as`]; with `switch_user` it keeps
-    /// CAP_SETUID and CAP_SETGID (and no other capability), so it can run
-    /// code as yet another user (`setpriv`), as Harbor's root verifier can.
+    /// CAP_SETUID and CAP_SETGID, so it can run code as yet another user
+    /// (`setpriv`), and root's file capabilities (CHOWN, DAC_OVERRIDE,
+    /// DAC_READ_SEARCH, FOWNER, FSETID), as Harbor's root verifier has
+    /// them; never CAP_KILL.
     /// When it exits, every other process in the sandbox is killed by the
     /// sandbox itself before the exit is reported, so nothing it or the
     /// agent left running can write anything afterwards. The default runs

@@ -194,6 +194,7 @@ oracle_passes_nop_fails! {
     sidecar_oracle_passes_nop_fails => "sidecar",
     custom_workdir_oracle_passes_nop_fails => "custom-workdir",
     agent_user_oracle_passes_nop_fails => "agent-user",
+    chown_files_oracle_passes_nop_fails => "chown-files",
 }
 
 #[test]

@@ -13,7 +13,33 @@ use crate::support::docker::BOOKWORM;
 use crate::support::executor::{cfg, docker, finish, on_gvisor, run, start, stray_processes};
 use crate::support::serial::serial;
 
-const USERS: [&str; 2] = [runner::exec::docker::DEFAULT_USER, "0:0"];
+/// The sandbox users attacked: uid 1000, root, and root keeping what a
+/// root task needs (`ROOT_TASK_CAPS`: chown, low ports...), as eval's root
+/// agents do.
+const USERS: [(&str, bool); 3] = [
+    (runner::exec::docker::DEFAULT_USER, false),
+    ("0:0", false),
+    ("0:0", true),
+];
+
+/// CapEff of a command: none, or exactly `ROOT_TASK_CAPS` (CHOWN 0,
+/// FOWNER 3, FSETID 4, NET_BIND_SERVICE 10, SYS_CHROOT 18).
+fn expected_caps(task_caps: bool) -> &'static str {
+    if task_caps {
+        "0000000000040419"
+    } else {
+        "0000000000000000"
+    }
+}
+
+fn with_task_caps(c: &mut runner::exec::docker::DockerConfig, task_caps: bool) {
+    if task_caps {
+        c.cap_add = runner::exec::backend::ROOT_TASK_CAPS
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+    }
+}
 
 /// The sandbox still runs commands, and nothing but the supervisor is left.
 async fn still_serves(ex: &DockerExecutor) {
@@ -26,9 +52,10 @@ async fn still_serves(ex: &DockerExecutor) {
 async fn commands_cannot_signal_the_supervisor() {
     let _s = serial();
     let d = docker().await;
-    for user in USERS {
+    for (user, task_caps) in USERS {
         let mut c = cfg("sup-signal");
         c.user = user.into();
+        with_task_caps(&mut c, task_caps);
         let id = c.run_id.clone();
         let ex = start(c).await;
         for attack in [
@@ -51,10 +78,11 @@ async fn commands_cannot_signal_the_supervisor() {
 async fn commands_cannot_open_trace_or_write_into_the_supervisor() {
     let _s = serial();
     let d = docker().await;
-    for user in USERS {
+    for (user, task_caps) in USERS {
         let mut c = cfg("sup-proc");
         c.image = BOOKWORM.into();
         c.user = user.into();
+        with_task_caps(&mut c, task_caps);
         let id = c.run_id.clone();
         let ex = start(c).await;
         // Its stream is its stdin and stdout: reading the one would steal
@@ -117,10 +145,25 @@ async fn commands_cannot_open_trace_or_write_into_the_supervisor() {
         )
         .await;
         assert_eq!(out.output.trim(), "attach -1 -1", "{user}: {out:?}");
-        // What a command gets: no capability at all, whoever it runs as.
+        // What a command gets: no capability at all, whoever it runs as;
+        // or, for a root task, exactly what it needs and nothing that
+        // reaches the supervisor.
         let caps = run(&ex, "grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status", 10.0).await;
         for line in caps.output.lines() {
-            assert!(line.ends_with("0000000000000000"), "{user}: {line}");
+            assert!(
+                line.ends_with(expected_caps(task_caps)),
+                "{user} {task_caps}: {line}"
+            );
+        }
+        if task_caps {
+            // And they work: a root task's chown.
+            let out = run(
+                &ex,
+                "touch /tmp/owned && chown 1000:1000 /tmp/owned && python3 -c 'import os; print(os.stat(\"/tmp/owned\").st_uid)'",
+                10.0,
+            )
+            .await;
+            assert_eq!(out.output.trim(), "1000", "{out:?}");
         }
         still_serves(&ex).await;
         finish(&d, ex, &id).await;

@@ -131,9 +131,14 @@ fn identity(
             "cannot run a command as {uid}:{gid}: the supervisor was not started as root"
         ));
     }
-    // CAP_SETGID (6) and CAP_SETUID (7), which the confined supervisor
-    // holds itself; never CAP_KILL or CAP_SETPCAP.
-    let caps = if switch_user { (1 << 6) | (1 << 7) } else { 0 };
+    // CAP_SETGID (6) and CAP_SETUID (7), and root's file capabilities
+    // (CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, FSETID), which the
+    // confined supervisor holds for this; never CAP_KILL or CAP_SETPCAP.
+    let caps = if switch_user {
+        (1 << 6) | (1 << 7) | crate::procs::VERIFIER_FILE_CAPS
+    } else {
+        0
+    };
     Ok((uid, gid, caps))
 }
 

@@ -148,7 +148,7 @@ fn main() {
         usage("the sandbox user must not have the uid or gid of the supervisor or its helper");
     }
     procs::ignore_signals();
-    let confined = match procs::confine() {
+    let confined = match procs::confine(caps) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("runner-supervisor: cannot drop privileges: {e}");

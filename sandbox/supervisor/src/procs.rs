@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use runner_supervisor::protocol::SUPERVISOR_UID;
 
+/// Root's file capabilities, which the supervisor holds only to lend a
+/// verifier's last command (see `cmd::identity`), never to use itself.
+pub const VERIFIER_FILE_CAPS: u64 = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4);
 const CAP_KILL: u32 = 5;
 const CAP_SETGID: u32 = 6;
 const CAP_SETUID: u32 = 7;
@@ -49,10 +52,12 @@ pub fn ignore_signals() {
 }
 
 /// When started as root: moves to [`SUPERVISOR_UID`] keeping only the four
-/// capabilities it needs, its `/proc` files owned by that uid (so no
+/// capabilities it needs (and `extra`, the ones a root sandbox user's
+/// commands may keep: none of them a way into the supervisor), its `/proc`
+/// files owned by that uid (so no
 /// process of another uid may trace it or open them). Returns whether
 /// it did; a supervisor started by another user stays as it is.
-pub fn confine() -> Result<bool, String> {
+pub fn confine(extra: u64) -> Result<bool, String> {
     // SAFETY: plain syscalls on the calling process's credentials, made
     // before any other thread exists.
     unsafe {
@@ -81,20 +86,29 @@ pub fn confine() -> Result<bool, String> {
         if libc::setresuid(SUPERVISOR_UID, SUPERVISOR_UID, SUPERVISOR_UID) != 0 {
             return Err(os_err("setresuid"));
         }
-        let mask = [CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SETPCAP]
+        // Its own four, and the ones a root sandbox user's commands keep
+        // (`--caps`): a command can only hold what the supervisor has.
+        let own = [CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SETPCAP]
             .iter()
-            .fold(0u32, |m, c| m | (1 << c));
+            .fold(VERIFIER_FILE_CAPS, |m, c| m | (1 << c));
+        let mask = own | extra;
+        let low = u32::try_from(mask & 0xffff_ffff).unwrap_or(0);
+        let high = u32::try_from(mask >> 32).unwrap_or(0);
         let header = CapHeader {
             version: CAP_VERSION_3,
             pid: 0,
         };
         let data = [
             CapData {
-                effective: mask,
-                permitted: mask,
+                effective: low,
+                permitted: low,
                 inheritable: 0,
             },
-            CapData::default(),
+            CapData {
+                effective: high,
+                permitted: high,
+                inheritable: 0,
+            },
         ];
         if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
             return Err(os_err("capset"));

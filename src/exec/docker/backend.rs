@@ -44,10 +44,19 @@ pub fn docker_config(spec: &SandboxSpec) -> DockerConfig {
             .workdir
             .clone()
             .unwrap_or_else(|| CONTAINER_WORKDIR.to_string()),
-        cap_add: if spec.switch_user {
-            vec!["SETUID".into(), "SETGID".into()]
-        } else {
-            Vec::new()
+        cap_add: {
+            let mut caps: Vec<String> = Vec::new();
+            if spec.switch_user {
+                caps.extend(["SETUID".into(), "SETGID".into()]);
+            }
+            if spec.root_caps && super::config::user_is_root(&spec.user) {
+                caps.extend(
+                    crate::exec::backend::ROOT_TASK_CAPS
+                        .iter()
+                        .map(|c| c.to_string()),
+                );
+            }
+            caps
         },
         volume_no_copy: spec.workspace.as_ref().is_some_and(|w| w.exact),
         env: spec.env.clone(),

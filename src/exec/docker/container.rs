@@ -128,8 +128,20 @@ pub fn host_pids_limit(cfg: &DockerConfig, kernel: Kernel) -> i64 {
 
 /// The capabilities the supervisor needs (and only it keeps: commands get
 /// none, see `sandbox/supervisor`): to kill every command process, to
-/// switch to the sandbox user, and to empty the commands' bounding set.
-const SUPERVISOR_CAPS: [&str; 4] = ["KILL", "SETUID", "SETGID", "SETPCAP"];
+/// switch to the sandbox user, and to empty the commands' bounding set;
+/// and root's file capabilities, which it only lends a verifier's last
+/// command (`Executor::execute_final`), as Harbor's root verifier has them.
+const SUPERVISOR_CAPS: [&str; 9] = [
+    "KILL",
+    "SETUID",
+    "SETGID",
+    "SETPCAP",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+];
 
 /// The number of a capability, by its Docker name (without `CAP_`).
 fn cap_number(name: &str) -> Option<u32> {
