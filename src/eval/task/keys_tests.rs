@@ -19,7 +19,8 @@ fn dir_with(toml: &str) -> tempfile::TempDir {
 
 fn vars(name: &str) -> Option<String> {
     match name {
-        "HOST_TOKEN" => Some("t0ken".into()),
+        "HOST_WORD" => Some("t0ken".into()),
+        "JUDGE_API_KEY" => Some("sk-host-secret".into()),
         "EMPTY" => Some(String::new()),
         _ => None,
     }
@@ -120,9 +121,9 @@ fn workdir_is_absolute_without_dotdot() {
 #[test]
 fn env_tables_resolve_templates_from_the_host() {
     let t = ok(
-        "[environment.env]\nLIT = \"plain\"\nTOK = \"${HOST_TOKEN}\"\nDEF = \"${NOPE:-fallback}\"\nSETEMPTY = \"${EMPTY:-unused}\"\n\
-         [solution.env]\nS = \"${HOST_TOKEN:-x}\"\n\
-         [verifier.env]\nV = \"${NOPE:-v}\"\nEMBED = \"a${HOST_TOKEN}\"\n",
+        "[environment.env]\nLIT = \"plain\"\nTOK = \"${HOST_WORD}\"\nDEF = \"${NOPE:-fallback}\"\nSETEMPTY = \"${EMPTY:-unused}\"\n\
+         [solution.env]\nS = \"${HOST_WORD:-x}\"\n\
+         [verifier.env]\nV = \"${NOPE:-v}\"\nEMBED = \"a${HOST_WORD}\"\n",
     );
     let pairs = |v: &[(String, String)]| {
         v.iter()
@@ -135,7 +136,7 @@ fn env_tables_resolve_templates_from_the_host() {
     );
     assert_eq!(pairs(&t.solution_env), ["S=t0ken"]);
     // Only whole-value templates are resolved, as in Harbor.
-    assert_eq!(pairs(&t.verifier_env), ["EMBED=a${HOST_TOKEN}", "V=v"]);
+    assert_eq!(pairs(&t.verifier_env), ["EMBED=a${HOST_WORD}", "V=v"]);
     // The raw table stays as written, for redaction.
     assert_eq!(t.config.verifier.env["V"], "${NOPE:-v}");
 }
@@ -726,4 +727,25 @@ fn an_unknown_layout_names_what_was_found_and_what_was_expected() {
     let empty = tempfile::tempdir().expect("tempdir");
     let e = discover(&[empty.path().to_path_buf()]).expect_err("empty");
     assert!(e.to_string().contains("an empty directory"), "{e}");
+}
+
+#[test]
+fn a_secret_named_host_variable_is_refused_naming_the_key_and_the_variable() {
+    let e = err(
+        "[verifier.env]\nKEY = \"${JUDGE_API_KEY}\"\n",
+        "verifier.env.KEY",
+    );
+    assert!(matches!(e, TaskError::SecretVar { .. }), "{e:?}");
+    assert!(e.to_string().contains("JUDGE_API_KEY"), "{e}");
+    assert!(!e.to_string().contains("sk-host-secret"), "{e}");
+    assert!(
+        e.hint()
+            .is_some_and(|h| h.contains("--pass-env JUDGE_API_KEY"))
+    );
+    // Unset on the host, its default is no secret of runner's.
+    let t = ok("[verifier.env]\nKEY = \"${RUNNER_UNSET_API_KEY:-none}\"\n");
+    assert_eq!(
+        t.verifier_env,
+        vec![("KEY".to_string(), "none".to_string())]
+    );
 }
