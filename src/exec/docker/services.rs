@@ -286,6 +286,10 @@ pub fn network_request(name: &str, run_id: &str, max_run_time: Duration) -> Netw
     }
 }
 
+/// How long a sidecar without a healthcheck must keep running to count as
+/// started.
+const SETTLE: Duration = Duration::from_secs(1);
+
 /// A task's running sidecars on the Docker engine.
 pub struct DockerServices {
     docker: Docker,
@@ -370,6 +374,10 @@ impl DockerServices {
         id: &str,
     ) -> Result<(), ExecError> {
         let deadline = tokio::time::Instant::now() + spec.health_timeout;
+        // Without a healthcheck, "running" once is not enough: a sidecar
+        // that exits at once may not have yet; still running a moment
+        // later, it counts as up.
+        let mut seen_running = false;
         loop {
             let info =
                 match tokio::time::timeout(CALL_TIMEOUT, self.docker.inspect_container(id, None))
@@ -394,7 +402,12 @@ impl DockerServices {
                 return Err(self.failed(spec, s, id, &why).await);
             }
             if s.healthcheck.is_none() {
-                return Ok(());
+                if seen_running {
+                    return Ok(());
+                }
+                seen_running = true;
+                tokio::time::sleep(SETTLE).await;
+                continue;
             }
             match state.health.and_then(|h| h.status) {
                 Some(HealthStatusEnum::HEALTHY) => return Ok(()),
