@@ -610,9 +610,26 @@ pub async fn death_reason(
             short(id)
         )));
     }
+    let mut oom = state.oom_killed == Some(true);
+    if !oom && state.exit_code == Some(137) {
+        // The engine may mark an OOM kill only after the exit (seen under
+        // gVisor, whose sentry the host's OOM killer takes): its `oom`
+        // event, or a second look, says.
+        let until = tokio::time::Instant::now() + DEATH_EVENT_WAIT;
+        while !oom && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            oom = lifeline.is_some_and(|l| l.oom_seen());
+        }
+        if !oom
+            && let Ok(Ok(again)) =
+                tokio::time::timeout(CALL_TIMEOUT, docker.inspect_container(id, None)).await
+        {
+            oom = again.state.and_then(|s| s.oom_killed) == Some(true);
+        }
+    }
     let ending = Ending {
         exit_code: state.exit_code,
-        oom: state.oom_killed == Some(true),
+        oom,
     };
     let mut why = describe_end(id, &ending, false);
     if let Some(err) = state.error.filter(|e| !e.is_empty()) {

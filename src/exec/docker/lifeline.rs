@@ -122,6 +122,11 @@ impl Lifeline {
         }
     }
 
+    /// Whether the engine has reported an OOM kill of the container.
+    pub fn oom_seen(&self) -> bool {
+        self.snapshot().oom
+    }
+
     fn snapshot(&self) -> Ending {
         self.ending
             .lock()
