@@ -148,3 +148,94 @@ fn each_mode_hands_the_verifier_what_it_says() {
         ]
     );
 }
+
+/// The separate mode's handover reads the agent's artifacts with the
+/// agent's own `tar` (a root agent may replace it): a stream that climbs
+/// out of the artifacts directory, or writes through a link it just made,
+/// must land nowhere on the host.
+#[test]
+fn a_hostile_tar_in_the_agents_sandbox_writes_nothing_outside_the_run() {
+    let _g = prelude();
+    let d = Dir::new();
+    let tag = format!("runner-escape-{}-{}", std::process::id(), fastrand_suffix());
+    let toml = toml(crate::support::docker::BOOKWORM, 60, 30).replace(
+        "[verifier]\n",
+        "[verifier]\nenvironment_mode = \"separate\"\n",
+    );
+    let evil_tar = format!(
+        "import io, sys, tarfile\n\
+         b = io.BytesIO()\n\
+         t = tarfile.open(fileobj=b, mode='w')\n\
+         def add(name, data=b'pwned', link=None):\n\
+         \x20   i = tarfile.TarInfo(name)\n\
+         \x20   if link is not None:\n\
+         \x20       i.type = tarfile.SYMTYPE; i.linkname = link\n\
+         \x20       t.addfile(i)\n\
+         \x20   else:\n\
+         \x20       i.size = len(data); t.addfile(i, io.BytesIO(data))\n\
+         add('artifacts/../../../../../../../../tmp/{tag}-climb')\n\
+         add('/tmp/{tag}-absolute')\n\
+         add('artifacts/lnk', link='/tmp')\n\
+         add('artifacts/lnk/{tag}-through-link')\n\
+         t.close()\n\
+         sys.stdout.buffer.write(b.getvalue())\n"
+    );
+    task(
+        d.path(),
+        "hostile",
+        &[
+            ("instruction.md", "x\n"),
+            ("task.toml", &toml),
+            (
+                "solution/solve.sh",
+                &format!(
+                    "mkdir -p /logs/artifacts && echo ok > /logs/artifacts/r.txt\n\
+                     cat > /usr/local/lib/evil_tar.py <<'PY'\n{evil_tar}PY\n\
+                     for t in /bin/tar /usr/bin/tar; do\n\
+                     [ -e \"$t\" ] && printf '#!/bin/sh\\nexec python3 /usr/local/lib/evil_tar.py\\n' > \"$t\" && chmod +x \"$t\"\n\
+                     done\ntrue\n"
+                ),
+            ),
+            ("tests/test.sh", &reward_if("false")),
+        ],
+    );
+    let (ran, pid) = run_with_pid(eval_cmd(&d, &["hostile", "--agent", "oracle"]));
+    assert_clean(pid, &ran.desc);
+    for name in ["climb", "absolute", "through-link"] {
+        let p = std::path::Path::new("/tmp").join(format!("{tag}-{name}"));
+        let exists = p.symlink_metadata().is_ok();
+        let _ = std::fs::remove_file(&p);
+        assert!(
+            !exists,
+            "the agent's tar stream wrote {p:?} on the host{}",
+            ran.explain()
+        );
+    }
+    // Whatever came back stays a plain file or an inert link under the
+    // attempt's own artifacts directory.
+    let r = report(&d, &ran);
+    let a = &r["attempts"][0];
+    assert_ne!(a["status"], "pass", "{a}");
+    // The hostile tar was in place when the artifacts were read.
+    assert!(
+        a["signals"].to_string().contains("/usr/bin/tar"),
+        "the tar was not replaced, the test proves nothing: {a}"
+    );
+    assert_ne!(
+        a["error_kind"], "infrastructure",
+        "the agent's hostile tar is its own fail, not an infrastructure error: {a}"
+    );
+}
+
+/// A suffix no other run shares.
+fn fastrand_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
