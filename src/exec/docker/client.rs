@@ -142,3 +142,40 @@ pub async fn start_exec(
     .await?;
     Ok((exec.id, started))
 }
+
+/// Longest a dropping value's cleanup may block its thread.
+const DROP_CLEANUP_LIMIT: Duration = Duration::from_secs(40);
+
+/// Runs `cleanup` with a fresh engine connection on a thread with its own
+/// runtime, waiting for it at most [`DROP_CLEANUP_LIMIT`]: for `Drop`, which
+/// may run while the caller's runtime shuts down (a panic, a cancelled
+/// attempt). `what` names what is left to `runner gc` when it fails.
+pub fn cleanup_on_drop<F, Fut>(thread: &str, what: String, cleanup: F)
+where
+    F: FnOnce(Docker) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), ExecError>>,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name(thread.into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            if let Ok(rt) = rt {
+                rt.block_on(async {
+                    let done = match connect().await {
+                        Ok(d) => cleanup(d).await,
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = done {
+                        tracing::error!("leaving {what} to `runner gc`: {e}");
+                    }
+                });
+            }
+            let _ = tx.send(());
+        });
+    if spawned.is_ok() {
+        let _ = rx.recv_timeout(DROP_CLEANUP_LIMIT);
+    }
+}

@@ -28,7 +28,6 @@ mod workspace;
 
 use client::ENGINE;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use bollard::Docker;
@@ -81,9 +80,6 @@ fn file_error(what: &str, path: &str, max: u64, failure: FileFailure, message: &
         FileFailure::Io => ExecError::Workspace(format!("{at}: {message}")),
     }
 }
-
-/// Longest the panic-path cleanup may block a dropping thread.
-const DROP_CLEANUP_LIMIT: Duration = Duration::from_secs(40);
 
 /// A run's sandbox: one container, commands executed in it one at a time.
 pub struct DockerExecutor {
@@ -744,29 +740,10 @@ impl Drop for DockerExecutor {
         // next start) copies it back. The copy-mode volume is anonymous and
         // goes with the container.
         let id = self.id.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("runner-docker-cleanup".into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build();
-                if let Ok(rt) = rt {
-                    rt.block_on(async {
-                        match client::connect().await {
-                            Ok(d) => {
-                                if let Err(e) = container::remove(&d, &id).await {
-                                    tracing::error!("leaving container {}: {e}", short(&id));
-                                }
-                            }
-                            Err(e) => tracing::error!("leaving container {}: {e}", short(&id)),
-                        }
-                    });
-                }
-                let _ = tx.send(());
-            });
-        if spawned.is_ok() {
-            let _ = rx.recv_timeout(DROP_CLEANUP_LIMIT);
-        }
+        client::cleanup_on_drop(
+            "runner-docker-cleanup",
+            format!("container {}", short(&id)),
+            move |d| async move { container::remove(&d, &id).await },
+        );
     }
 }

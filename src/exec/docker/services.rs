@@ -61,8 +61,6 @@ const HEALTH_POLL: Duration = Duration::from_millis(250);
 const NETWORK_REMOVE_ATTEMPTS: usize = 10;
 /// Pause between those attempts.
 const NETWORK_REMOVE_PAUSE: Duration = Duration::from_millis(300);
-/// Longest the drop-path cleanup may block a dropping thread.
-const DROP_CLEANUP_LIMIT: Duration = Duration::from_secs(40);
 
 /// The network name of run `run_id`: `runner-<run>-net-<8 hex>`.
 fn network_name(run_id: &str) -> String {
@@ -589,31 +587,11 @@ impl Drop for DockerServices {
         }
         let ids = self.container_ids();
         let network = self.network.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("runner-services-cleanup".into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build();
-                if let Ok(rt) = rt {
-                    rt.block_on(async {
-                        let done = match client::connect().await {
-                            Ok(d) => remove_everything(&d, &ids, &network).await,
-                            Err(e) => Err(e),
-                        };
-                        if let Err(e) = done {
-                            tracing::error!(
-                                "leaving services of network {network} to `runner gc`: {e}"
-                            );
-                        }
-                    });
-                }
-                let _ = tx.send(());
-            });
-        if spawned.is_ok() {
-            let _ = rx.recv_timeout(DROP_CLEANUP_LIMIT);
-        }
+        client::cleanup_on_drop(
+            "runner-services-cleanup",
+            format!("the services of network {network}"),
+            move |d| async move { remove_everything(&d, &ids, &network).await },
+        );
     }
 }
 
