@@ -152,10 +152,17 @@ fn expect(
         "{name} with --agent {agent}: exit code and status{}",
         describe(&a, &ran)
     );
+    // The task's own mode: Harbor's default, shared, unless it says separate.
+    let toml = std::fs::read_to_string(dir.join("task.toml")).unwrap_or_default();
+    let mode = if toml.contains("environment_mode = \"separate\"") {
+        "separate"
+    } else {
+        "shared"
+    };
     assert_eq!(
         a["grading"],
-        "shared",
-        "{name}: the default grading mode is Harbor's, shared{}",
+        mode,
+        "{name}: graded in the task's mode{}",
         describe(&a, &ran)
     );
     (a, ran)
@@ -195,6 +202,7 @@ oracle_passes_nop_fails! {
     custom_workdir_oracle_passes_nop_fails => "custom-workdir",
     agent_user_oracle_passes_nop_fails => "agent-user",
     chown_files_oracle_passes_nop_fails => "chown-files",
+    separate_artifacts_oracle_passes_nop_fails => "separate-artifacts",
 }
 
 #[test]
