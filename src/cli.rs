@@ -11,6 +11,7 @@ use crate::config::{
     DEFAULT_MAX_COMMAND_TIMEOUT_SECS, DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, DEFAULT_MEMORY,
     DEFAULT_OUTPUT_LIMIT_BYTES, DEFAULT_TIMEOUT_SECS, DEFAULT_TOOLS, SandboxOptions,
 };
+use crate::eval::manifest::Shard;
 use crate::eval::mode::GradingMode;
 use crate::eval::settings::{AgentKind, EvalSettings};
 use crate::exec::backend::{
@@ -128,8 +129,24 @@ pub struct EvalArgs {
     pub executor: BackendKind,
 
     /// Where each attempt's run directory goes: DIR/<task>/<attempt>/ (default: runs/eval-<time>).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     pub output_dir: Option<PathBuf>,
+
+    /// Continue the suite whose output directory is DIR (run with the same tasks and flags): finished attempts are kept, interrupted, errored and never-started ones run, and the reports cover all of them.
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
+
+    /// Run an attempt again, up to N more times with backoff, when it ends in an infrastructure error (engine, image, sandbox, the model API after its own retries); every try is kept.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub retry_errors: u32,
+
+    /// Run only part I of N of the suite (1-based): the tasks at positions I-1, I-1+N, ... of the suite's name order, all attempts of a task together. Merge the parts with `runner eval merge`.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    pub shard: Option<Shard>,
+
+    /// Stop starting attempts once the suite's attempts have cost this many USD in all; those not started are recorded as skipped (running ones finish, each within --max-cost).
+    #[arg(long, value_name = "USD")]
+    pub suite_max_cost: Option<f64>,
 
     /// Write the JSON report here.
     #[arg(long, value_name = "FILE")]
@@ -412,6 +429,10 @@ impl RunArgs {
     }
 }
 
+fn parse_shard(s: &str) -> Result<Shard, String> {
+    Shard::parse(s)
+}
+
 fn parse_grading(s: &str) -> Result<GradingMode, String> {
     s.parse()
         .map_err(|e: crate::eval::mode::UnknownGradingMode| e.to_string())
@@ -440,7 +461,11 @@ impl EvalArgs {
             pass_env: self.pass_env.clone(),
             disk: self.disk.clone(),
             runtime: self.runtime.clone(),
-            output_dir: self.output_dir.clone(),
+            output_dir: self.output_dir.clone().or_else(|| self.resume.clone()),
+            resume: self.resume.is_some(),
+            retry_errors: self.retry_errors,
+            shard: self.shard,
+            suite_max_cost_usd: self.suite_max_cost,
             json: self.json.clone(),
             junit: self.junit.clone(),
             summary: self.summary.clone(),
