@@ -218,8 +218,11 @@ async fn tries(
         if !infra || retries >= shared.retry_errors || cancel.is_cancelled() {
             return with_history(a, earlier);
         }
-        // Kept as it is, in its own directory, before the next try.
-        let kept = match resume::move_aside(&run_path) {
+        // Kept as it is, in its own directory, before the next try (one
+        // that failed before its run directory existed gets one for its
+        // record).
+        let kept = std::fs::create_dir_all(&run_path).and_then(|()| resume::move_aside(&run_path));
+        let kept = match kept {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!("cannot keep the try that failed; not retrying: {e}");
