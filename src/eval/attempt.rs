@@ -444,6 +444,7 @@ async fn grade(
                     context: &tests_dir,
                     timeout: Duration::from_secs_f64(p.task.build_timeout_secs),
                     label: &p.task.name,
+                    log: None,
                 }),
                 None => None,
             };

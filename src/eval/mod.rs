@@ -259,6 +259,7 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
     let elapsed = started.elapsed();
     let (task_sums, totals) = report::summarize(&attempts, args.attempts, elapsed);
     eprint!("{}", redactor.redact(&report::table(&attempts, &totals)));
+    eprint!("{}", redactor.redact(&report::failures(&attempts)));
     let meta = serde_json::json!({
         "id": suite_id,
         "agent": args.agent_kind.as_str(),

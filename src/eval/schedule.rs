@@ -29,6 +29,9 @@ use crate::terminal::visible;
 const RETRY_BACKOFF_FIRST: Duration = Duration::from_secs(2);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(60);
 
+/// A task image build's whole output, beside the task's attempts.
+pub const IMAGE_BUILD_LOG: &str = "image-build.log";
+
 /// A task's image, resolved (built) once by its first attempt.
 type ImageCell = Arc<OnceCell<(Result<String, String>, u64)>>;
 
@@ -39,6 +42,8 @@ struct Shared {
     total: usize,
     retry_errors: u32,
     budget_usd: Option<f64>,
+    /// The suite's output directory (image build logs go to `<task>/`).
+    out_dir: PathBuf,
     /// What the suite's attempts have cost so far, every try counted.
     spent_usd: std::sync::Mutex<f64>,
 }
@@ -97,6 +102,7 @@ pub async fn run_all(
         total: tasks.len() * args.attempts as usize,
         retry_errors: args.retry_errors,
         budget_usd: args.suite_max_cost_usd,
+        out_dir: out_dir.to_path_buf(),
         spent_usd: std::sync::Mutex::new(0.0),
     });
     let mut handles = Vec::new();
@@ -199,7 +205,8 @@ async fn tries(
 ) -> Attempt {
     let mut retries = 0u32;
     loop {
-        let (img, img_ms) = resolve_image(ctx, task, image, retries > 0, cancel).await;
+        let log = shared.out_dir.join(&task.name).join(IMAGE_BUILD_LOG);
+        let (img, img_ms) = resolve_image(ctx, task, image, &log, retries > 0, cancel).await;
         let a = attempt::run(ctx, task, img, img_ms, n, run_path.clone(), cancel).await;
         let a = if cancel.is_cancelled() && a.status == Status::Error {
             Attempt {
@@ -267,13 +274,14 @@ async fn resolve_image(
     ctx: &AttemptCtx,
     task: &Task,
     cell: &ImageCell,
+    log: &Path,
     retry: bool,
     cancel: &CancellationToken,
 ) -> (Result<String, String>, u64) {
     let once = || async {
         let t = Instant::now();
         let r = tokio::select! {
-            r = image::resolve(task, ctx.backend.as_ref()) => r.map_err(|e| format!("image: {e}")),
+            r = image::resolve(task, ctx.backend.as_ref(), Some(log)) => r.map_err(|e| format!("image: {e}")),
             _ = cancel.cancelled() => Err("interrupted while preparing the image".into()),
         };
         (r, crate::convert::millis_u64(t.elapsed()))
