@@ -15,6 +15,7 @@ pub mod manifest;
 pub mod mode;
 pub mod oracle;
 pub mod outcome;
+pub mod progress;
 pub mod report;
 pub mod resume;
 pub mod schedule;
@@ -22,12 +23,10 @@ pub mod seed;
 pub mod settings;
 pub mod task;
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigBuilder, ConfigError, SandboxOptions};
@@ -233,6 +232,7 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
             path: std::env::temp_dir(),
             source,
         })?;
+    let progress = progress::Progress::new(tasks.len() * args.attempts as usize);
     let ctx = Arc::new(AttemptCtx {
         agent: args.agent_kind,
         base,
@@ -250,11 +250,14 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         redactor: redactor.clone(),
         backend,
         seeds,
+        progress: progress.clone(),
     });
-    let total = tasks.len() * args.attempts as usize;
-    let bar = progress_bar(total as u64);
-    let attempts = schedule::run_all(&ctx, tasks, &args, &out_dir, &bar, &cancel).await;
-    bar.finish_and_clear();
+    let beat = CancellationToken::new();
+    let heartbeat = progress.heartbeat(beat.clone());
+    let attempts = schedule::run_all(&ctx, tasks, &args, &out_dir, &cancel).await;
+    beat.cancel();
+    let _ = heartbeat.await;
+    progress.finish();
 
     let elapsed = started.elapsed();
     let (task_sums, totals) = report::summarize(&attempts, args.attempts, elapsed);
@@ -315,17 +318,6 @@ fn base_config(args: &EvalSettings) -> ConfigBuilder {
         },
         ..ConfigBuilder::default()
     }
-}
-
-fn progress_bar(len: u64) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(len);
-    let style = ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-    bar.set_style(style);
-    bar
 }
 
 fn write_reports(

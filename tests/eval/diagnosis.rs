@@ -75,3 +75,36 @@ fn failures_are_listed_whole_with_their_logs_and_json_goes_to_stdout_only_when_a
         "{section}"
     );
 }
+
+#[test]
+fn a_long_attempt_shows_a_status_line_in_a_log_every_ten_seconds() {
+    let _g = prelude();
+    let d = Dir::new();
+    task(
+        &d.path().join("suite"),
+        "slow",
+        &[
+            ("instruction.md", "write ok to out.txt\n"),
+            ("task.toml", &toml(TINY, 60, 30)),
+            (
+                "tests/test.sh",
+                "if grep -qx ok /workspace/out.txt; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
+            ),
+            ("solution/solve.sh", "sleep 13\necho ok > out.txt\n"),
+        ],
+    );
+    let mut cmd = d.runner();
+    cmd.args(["eval", "suite", "--agent", "oracle", "--output-dir", "out"])
+        .args(crate::support::docker::runtime_args());
+    let ran = run(&mut cmd);
+    ran.expect_code(0);
+    // stderr is a pipe here, as in CI: no bar, a status line instead.
+    let err = ran.stderr();
+    let beats: Vec<&str> = err.lines().filter(|l| l.starts_with("eval: ")).collect();
+    assert!(!beats.is_empty(), "{}", ran.explain());
+    assert!(
+        beats[0].starts_with("eval: 0/1 done; running: slow#1 solution; "),
+        "{beats:?}"
+    );
+    assert!(ran.stdout().is_empty(), "{}", ran.explain());
+}
