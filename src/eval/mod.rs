@@ -9,6 +9,7 @@ pub mod attempt;
 pub mod compose;
 pub mod evidence;
 pub mod grade;
+pub mod harbor_job;
 pub mod health;
 pub mod image;
 pub mod mode;
@@ -64,12 +65,17 @@ pub enum EvalError {
     },
     #[error("{0}")]
     Exec(#[from] crate::exec::ExecError),
+    #[error("{0}")]
+    HarborJob(#[from] harbor_job::HarborJobError),
 }
 
 impl EvalError {
     fn hint(&self) -> Option<String> {
         if let EvalError::Exec(e) = self {
             return e.hint();
+        }
+        if let EvalError::HarborJob(e) = self {
+            return Some(e.hint().to_string());
         }
         if let EvalError::Task(e) = self
             && let Some(h) = e.hint()
@@ -115,6 +121,15 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         return Err(EvalError::NoMatch(args.filter.clone()));
     }
     args.check()?;
+    // Harbor's layout records each task's checksum as the suite starts; a
+    // DIR it could not be written to stops the suite before it runs.
+    let harbor_tasks = match &args.harbor_job {
+        Some(dir) => {
+            harbor_job::check_target(dir)?;
+            Some(harbor_job::TaskInfo::of_all(&tasks, &args.paths)?)
+        }
+        None => None,
+    };
     let base = base_config(&args);
     // Fail fast on settings every attempt would reject.
     let probe = base.build()?;
@@ -224,9 +239,30 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         "interrupted": cancel.is_cancelled(),
         "started_at": chrono::Local::now() - chrono::Duration::from_std(elapsed).unwrap_or_default(),
     });
+    let suite_started =
+        chrono::Utc::now() - chrono::Duration::from_std(elapsed).unwrap_or_default();
     write_reports(
         &args, &attempts, &task_sums, &totals, meta, elapsed, &redactor,
     )?;
+    if let (Some(dir), Some(infos)) = (&args.harbor_job, &harbor_tasks) {
+        let meta = harbor_job::HarborJobMeta {
+            agent: args.agent_kind,
+            model: (args.agent_kind == AgentKind::Model)
+                .then(|| (probe.provider.as_str().to_string(), probe.model.clone())),
+            suite_id: suite_id.clone(),
+            started_at: suite_started,
+            finished_at: chrono::Utc::now(),
+            n_attempts: args.attempts,
+            jobs: args.jobs,
+            docker: args.backend == crate::exec::backend::BackendKind::Docker,
+            cpus: args.cpus,
+            memory_mb: memory_bytes.map(|b| u64::try_from(b / (1 << 20)).unwrap_or(0)),
+            agent_timeout_secs: args.agent_timeout_secs,
+            verifier_timeout_secs: args.verifier_timeout_secs,
+        };
+        harbor_job::write(dir, &attempts, infos, &meta, &redactor)?;
+        eprintln!("harbor job: {}", visible(&dir.display().to_string()));
+    }
     eprintln!("runs: {}", visible(&out_dir.display().to_string()));
 
     Ok(if cancel.is_cancelled() {

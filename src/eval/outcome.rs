@@ -102,6 +102,10 @@ pub struct Attempt {
     pub run_dir: PathBuf,
     pub trajectory: Option<PathBuf>,
     pub verifier_log: Option<PathBuf>,
+    /// When the attempt began (after its image was ready); `None` for one
+    /// that never ran. Each phase follows from it and `phases`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Attempt {
@@ -148,6 +152,7 @@ impl Attempt {
             run_dir,
             trajectory: None,
             verifier_log: None,
+            started_at: None,
         }
     }
 
