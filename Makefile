@@ -56,7 +56,8 @@ harbor:
 	bash sandbox/harbor/install.sh
 
 ## Harbor and runner on the same task directories (tests/harbor): identical verdicts under the
-## oracle and nop agents, except tests/harbor-differences.toml. Fails without `make harbor`.
+## oracle and nop agents, except tests/harbor-differences.toml; and `runner eval --harbor-job` read
+## back by Harbor's own models and viewer (tests/harbor/job_layout.rs). Fails without `make harbor`.
 test-harbor: sandbox-image build
 	$(CARGO) test --test harbor -- --test-threads=2 --nocapture
 

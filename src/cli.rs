@@ -160,6 +160,10 @@ pub struct EvalArgs {
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
 
+    /// Also write the results in Harbor's job layout here (DIR/result.json, DIR/<task>__a<n>/result.json, verifier/, agent/), for Harbor's own tools (`harbor view`); DIR must not exist or be empty.
+    #[arg(long, value_name = "DIR")]
+    pub harbor_job: Option<PathBuf>,
+
     /// Lowest pass rate (0..1) that still exits 0.
     #[arg(long, default_value_t = 1.0)]
     pub min_pass_rate: f64,
@@ -469,6 +473,7 @@ impl EvalArgs {
             json: self.json.clone(),
             junit: self.junit.clone(),
             summary: self.summary.clone(),
+            harbor_job: self.harbor_job.clone(),
             min_pass_rate: self.min_pass_rate,
             fail_on_error: self.fail_on_error,
         }

@@ -82,6 +82,19 @@ impl RunDir {
         self.dir.file(name)
     }
 
+    /// Writes the new file `name` directly in the run directory with
+    /// `text`, secrets redacted, drawing on the run's output budget (a
+    /// text the budget cannot hold is not written).
+    pub fn write_text(&self, name: &str, text: &str) -> std::io::Result<()> {
+        let text = self.redactor.redact(text);
+        let file = self.dir.file(name);
+        let len = text.len() as u64;
+        if file.take_budget(len) < len {
+            return Err(std::io::Error::other("the run's output budget is spent"));
+        }
+        file.create()?.write_all(text.as_bytes())
+    }
+
     pub fn trajectory_path(&self) -> PathBuf {
         self.path().join("trajectory.jsonl")
     }

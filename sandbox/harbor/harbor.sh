@@ -7,12 +7,21 @@
 # RUNNER_HARBOR_BIND (colon-separated): Harbor hands host paths to the engine
 # (build contexts, the trial's log directories), so they must be the same
 # inside. Only PATH, HOME, LANG and TERM reach it from the environment.
+# `harbor.sh --python SCRIPT ARGS...` runs a Python script of this repository
+# with Harbor's Python instead (tests/harbor's checks with Harbor's models).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 root="${RUNNER_HARBOR_ROOT:-$repo/target/harbor/root}"
 
 die() { printf 'error: %s\n' "$1" >&2; [ -z "${2:-}" ] || printf 'hint: %s\n' "$2" >&2; exit 2; }
+
+entry=("$here/offline.py")
+if [ "${1:-}" = "--python" ]; then
+  [ -n "${2:-}" ] || die "--python needs a script" "harbor.sh --python tests/harbor/check_job.py ARGS"
+  entry=("$(cd "$(dirname "$2")" && pwd)/$(basename "$2")")
+  shift 2
+fi
 
 [ -f "$root/.runner-harbor-installed" ] || die "Harbor is not installed (no $root)" "run \`make harbor\`"
 [ "$(id -u)" = 0 ] || die "running Harbor in its root needs root (chroot, mounts)" "run it with sudo"
@@ -51,4 +60,4 @@ cd "$root$cwd"
 exec chroot "$root" /usr/bin/env -i PATH=/opt/harbor/bin:/usr/local/bin:/usr/bin:/bin HOME=/root \
   LANG=C.UTF-8 LITELLM_LOCAL_MODEL_COST_MAP=True TERM="${TERM:-dumb}" /bin/sh -c '\''cd "$1" && shift && exec /opt/harbor/bin/python3 "$@"'\'' \
   sh "$cwd" "$@"
-' bash "$root" "$socket" "$PWD" "${binds[@]}" -- "$here/offline.py" "$@"
+' bash "$root" "$socket" "$PWD" "${binds[@]}" -- "${entry[@]}" "$@"

@@ -220,6 +220,7 @@ pub async fn run(
         String::new(),
     );
     rec.phases.image_ms = image_ms;
+    rec.started_at = Some(chrono::Utc::now());
     if let Err(e) = phases(ctx, task, image, attempt, &run_path, &mut rec, cancel).await {
         rec.status = Status::Error;
         rec.error_kind = Some(ErrorKind::Infrastructure);

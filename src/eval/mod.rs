@@ -9,6 +9,7 @@ pub mod attempt;
 pub mod compose;
 pub mod evidence;
 pub mod grade;
+pub mod harbor_job;
 pub mod health;
 pub mod image;
 pub mod manifest;
@@ -71,6 +72,8 @@ pub enum EvalError {
     OutputInUse(PathBuf),
     #[error("--resume {}: not the same suite: {detail}", dir.display())]
     ResumeMismatch { dir: PathBuf, detail: String },
+    #[error("{0}")]
+    HarborJob(#[from] harbor_job::HarborJobError),
 }
 
 impl EvalError {
@@ -79,6 +82,9 @@ impl EvalError {
             return e.hint();
         }
         if let EvalError::Manifest(e) = self {
+            return Some(e.hint().to_string());
+        }
+        if let EvalError::HarborJob(e) = self {
             return Some(e.hint().to_string());
         }
         if let EvalError::Task(e) = self
@@ -143,6 +149,15 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
             .map(|(_, t)| t)
             .collect();
     }
+    // Harbor's layout records each task's checksum as the suite starts; a
+    // DIR it could not be written to stops the suite before it runs.
+    let harbor_tasks = match &args.harbor_job {
+        Some(dir) => {
+            harbor_job::check_target(dir, args.resume)?;
+            Some(harbor_job::TaskInfo::of_all(&tasks, &args.paths)?)
+        }
+        None => None,
+    };
     let base = base_config(&args);
     // Fail fast on settings every attempt would reject.
     let probe = base.build()?;
@@ -285,9 +300,30 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         "retry_errors": args.retry_errors,
         "suite_max_cost_usd": args.suite_max_cost_usd,
     });
+    // A resumed suite began with its first run.
+    let suite_started = suite.started_at.with_timezone(&chrono::Utc);
     write_reports(
         &args, &attempts, &task_sums, &totals, meta, elapsed, &redactor,
     )?;
+    if let (Some(dir), Some(infos)) = (&args.harbor_job, &harbor_tasks) {
+        let meta = harbor_job::HarborJobMeta {
+            agent: args.agent_kind,
+            model: (args.agent_kind == AgentKind::Model)
+                .then(|| (probe.provider.as_str().to_string(), probe.model.clone())),
+            suite_id: suite_id.clone(),
+            started_at: suite_started,
+            finished_at: chrono::Utc::now(),
+            n_attempts: args.attempts,
+            jobs: args.jobs,
+            docker: args.backend == crate::exec::backend::BackendKind::Docker,
+            cpus: args.cpus,
+            memory_mb: memory_bytes.map(|b| u64::try_from(b / (1 << 20)).unwrap_or(0)),
+            agent_timeout_secs: args.agent_timeout_secs,
+            verifier_timeout_secs: args.verifier_timeout_secs,
+        };
+        harbor_job::write(dir, &attempts, infos, &meta, &redactor, args.resume)?;
+        eprintln!("harbor job: {}", visible(&dir.display().to_string()));
+    }
     eprintln!("runs: {}", visible(&out_dir.display().to_string()));
 
     Ok(if cancel.is_cancelled() {

@@ -113,6 +113,10 @@ pub struct Attempt {
     /// directory.
     #[serde(default)]
     pub earlier_tries: Vec<EarlierTry>,
+    /// When the attempt began (after its image was ready); `None` for one
+    /// that never ran. Each phase follows from it and `phases`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 fn one() -> u32 {
@@ -177,6 +181,7 @@ impl Attempt {
             verifier_log: None,
             tries: 1,
             earlier_tries: Vec::new(),
+            started_at: None,
         }
     }
 

@@ -81,6 +81,8 @@ pub struct EvalSettings {
     pub json: Option<PathBuf>,
     pub junit: Option<PathBuf>,
     pub summary: Option<PathBuf>,
+    /// `--harbor-job DIR`: also write the results in Harbor's job layout.
+    pub harbor_job: Option<PathBuf>,
     pub min_pass_rate: f64,
     pub fail_on_error: bool,
 }

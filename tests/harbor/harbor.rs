@@ -61,6 +61,19 @@ impl Harbor {
         Harbor { wrapper }
     }
 
+    /// Runs a Python script of this repository with Harbor's Python and
+    /// its installed packages (`harbor.sh --python`).
+    pub fn python(&self, script: &Path, args: &[&Path]) -> std::process::Output {
+        let mut cmd = Command::new(&self.wrapper);
+        cmd.current_dir(crate::repo())
+            .arg("--python")
+            .arg(script)
+            .args(args)
+            .stdin(Stdio::null());
+        cmd.output()
+            .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}\nhint: run `make harbor`"))
+    }
+
     /// Starts `harbor run` on a directory of tasks with an agent, offline,
     /// two trials at a time, into a job directory of its own.
     pub fn start(&self, jobs_dir: &Path, suite: &Path, agent: &'static str) -> HarborJob {

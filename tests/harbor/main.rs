@@ -14,6 +14,7 @@ mod support;
 
 mod differences;
 mod harbor;
+mod job_layout;
 mod verdict;
 
 use std::collections::BTreeMap;

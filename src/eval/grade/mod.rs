@@ -244,7 +244,7 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
             }
         )));
     }
-    match read_reward(sandbox, &logs).await? {
+    match read_reward(sandbox, &logs, t.run_dir).await? {
         // runner made /logs/verifier before test.sh: gone now, it was
         // removed by code test.sh ran (the agent's), not a task's omission.
         Verdict::NoReward(why)
@@ -275,8 +275,14 @@ async fn verifier_dir_left(
     Ok(out.output.trim() == "present")
 }
 
-/// reward.json, else reward.txt, as Harbor reads them.
-async fn read_reward(sandbox: &dyn Executor, logs: &str) -> Result<Verdict, GradeError> {
+/// reward.json, else reward.txt, as Harbor reads them; the file read is
+/// kept in the run directory under its own name (redacted), as the
+/// verifier wrote it.
+async fn read_reward(
+    sandbox: &dyn Executor,
+    logs: &str,
+    run_dir: &RunDir,
+) -> Result<Verdict, GradeError> {
     for (file, json) in [("reward.json", true), ("reward.txt", false)] {
         let path = format!("{logs}/verifier/{file}");
         let data = match sandbox.read_file(&path, MAX_REWARD_BYTES).await {
@@ -286,6 +292,9 @@ async fn read_reward(sandbox: &dyn Executor, logs: &str) -> Result<Verdict, Grad
             Err(e) => return Err(e.into()),
         };
         let text = String::from_utf8_lossy(&data);
+        if let Err(e) = run_dir.write_text(file, &text) {
+            tracing::warn!("cannot keep {file} in {}: {e}", run_dir.path().display());
+        }
         let parsed = if json {
             parse_reward_json(&text)
         } else {
