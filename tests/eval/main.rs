@@ -19,6 +19,7 @@ mod junit;
 mod modes;
 mod schema;
 mod seed;
+mod shards;
 mod suite;
 mod tamper;
 mod timeouts;
