@@ -6,17 +6,17 @@
 
 use std::collections::HashSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::exec::{ChangeKind, FsChange, FsChanges};
 
 /// One finding.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Signal {
     /// What it touches: "preload", "interpreter", "path", "site-packages",
     /// "shell-rc", "tests", "logs", "process", or "more" (a collapsed
     /// remainder), "incomplete" (the diff was cut).
-    pub kind: &'static str,
+    pub kind: std::borrow::Cow<'static, str>,
     /// One short human line.
     pub detail: String,
 }
@@ -113,7 +113,7 @@ pub fn from_changes(changes: &[FsChange], home: Option<&str>) -> Vec<Signal> {
             None => String::new(),
         };
         found.push(Signal {
-            kind,
+            kind: kind.into(),
             detail: format!("{verb} {} ({why}{within})", one_line(&c.path)),
         });
     }
@@ -125,7 +125,7 @@ pub fn from_fs_changes(changes: &FsChanges, home: Option<&str>) -> Vec<Signal> {
     let mut out = from_changes(changes, home);
     if changes.omitted > 0 {
         out.push(Signal {
-            kind: "incomplete",
+            kind: "incomplete".into(),
             detail: format!(
                 "the sandbox changed {} more paths than were kept; they were not checked",
                 changes.omitted
@@ -153,7 +153,7 @@ pub fn from_processes(procs: &[(u32, u32, String)]) -> Vec<Signal> {
                 shown = "(no command line)".into();
             }
             Signal {
-                kind: "process",
+                kind: "process".into(),
                 detail: format!("still running: pid {pid} (uid {uid}): {shown}"),
             }
         })
@@ -278,11 +278,11 @@ fn one_line(text: &str) -> String {
 fn collapse(found: Vec<Signal>) -> Vec<Signal> {
     let rank = |k: &str| ORDER.iter().position(|o| *o == k).unwrap_or(ORDER.len());
     let mut found = found;
-    found.sort_by_key(|s| rank(s.kind));
+    found.sort_by_key(|s| rank(&s.kind));
     let mut out: Vec<Signal> = Vec::new();
     let mut i = 0;
     while i < found.len() {
-        let kind = found[i].kind;
+        let kind = found[i].kind.clone();
         let n = found[i..].iter().take_while(|s| s.kind == kind).count();
         out.extend(found[i..i + n].iter().take(MAX_PER_KIND).cloned());
         if n > MAX_PER_KIND {
@@ -292,7 +292,7 @@ fn collapse(found: Vec<Signal>) -> Vec<Signal> {
                 format!("{kind} changes")
             };
             out.push(Signal {
-                kind,
+                kind: kind.clone(),
                 detail: format!("and {} more {noun}", n - MAX_PER_KIND),
             });
         }
@@ -302,7 +302,7 @@ fn collapse(found: Vec<Signal>) -> Vec<Signal> {
         let rest = out.len() - (MAX_SIGNALS - 1);
         out.truncate(MAX_SIGNALS - 1);
         out.push(Signal {
-            kind: "more",
+            kind: "more".into(),
             detail: format!("and {rest} more signals"),
         });
     }
@@ -322,7 +322,7 @@ mod tests {
     use ChangeKind::{Added as A, Deleted as D, Modified as M};
 
     fn kinds(s: &[Signal]) -> Vec<&str> {
-        s.iter().map(|s| s.kind).collect()
+        s.iter().map(|s| s.kind.as_ref()).collect()
     }
 
     #[test]

@@ -75,10 +75,16 @@ fn run_inner(args: &MergeSettings) -> Result<u8, Refused> {
 
     let mut attempts = Vec::new();
     let mut longest = Duration::ZERO;
-    let mut unrecorded = 0;
+    let mut stopped = 0;
     for (dir, m) in &accepted.parts {
-        let shard = collect(dir, m);
-        unrecorded += shard.unrecorded;
+        // Absolute, as eval writes them: the reports' paths work from anywhere.
+        let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+        let shard = collect(&abs, m);
+        stopped += shard
+            .attempts
+            .iter()
+            .filter(|a| a.status == Status::Interrupted)
+            .count();
         attempts.extend(shard.attempts);
         longest = longest.max(shard.span);
     }
@@ -117,16 +123,16 @@ fn run_inner(args: &MergeSettings) -> Result<u8, Refused> {
             .map_or("whole suite".into(), |s| format!("shard {s}"));
         eprintln!("merged {which}: {}", visible(&dir.display().to_string()));
     }
-    if unrecorded > 0 {
+    if stopped > 0 {
         eprintln!(
-            "warning: {unrecorded} attempts have no record (their shard was stopped before they ended); resume that shard with `runner eval --resume DIR` and merge again"
+            "warning: {stopped} attempts of the shards given did not run to their end; continue their shard with `runner eval ... --shard I/N --resume DIR` and merge again"
         );
     }
     // As `runner eval`: an interrupted suite exits 130 (here: a shard that
     // was stopped); the shards --allow-missing leaves out do not count.
-    Ok(if unrecorded > 0 {
+    Ok(if stopped > 0 {
         130
-    } else if totals.errors > 0 && args.fail_on_error {
+    } else if (totals.errors > 0 || totals.skipped > 0) && args.fail_on_error {
         2
     } else if totals.pass_rate + 1e-9 >= args.min_pass_rate {
         0
@@ -141,14 +147,11 @@ struct Collected {
     attempts: Vec<Attempt>,
     /// How long the shard ran: from its `started_at` to its last record.
     span: Duration,
-    /// Attempts without a record of their own (reported as interrupted).
-    unrecorded: usize,
 }
 
 fn collect(dir: &Path, m: &SuiteManifest) -> Collected {
     let mut out = Vec::new();
     let mut last = None;
-    let mut unrecorded = 0;
     for task in &m.shard_tasks {
         for n in 1..=m.attempts_per_task {
             let run_dir = dir.join(task).join(n.to_string());
@@ -160,29 +163,23 @@ fn collect(dir: &Path, m: &SuiteManifest) -> Collected {
                     last = last.max(written);
                     rebase(a, &run_dir)
                 }
-                Some(a) => {
-                    unrecorded += 1;
-                    interrupted(
-                        task,
-                        n,
-                        run_dir,
-                        format!(
-                            "the record in this directory is of {}#{}, not of this attempt",
-                            a.task, a.attempt
-                        ),
-                    )
-                }
-                None => {
-                    unrecorded += 1;
-                    interrupted(
-                        task,
-                        n,
-                        run_dir,
-                        format!(
-                            "interrupted: no {ATTEMPT_FILE} (the shard stopped before this attempt ended)"
-                        ),
-                    )
-                }
+                Some(a) => interrupted(
+                    task,
+                    n,
+                    run_dir,
+                    format!(
+                        "the record in this directory is of {}#{}, not of this attempt",
+                        a.task, a.attempt
+                    ),
+                ),
+                None => interrupted(
+                    task,
+                    n,
+                    run_dir,
+                    format!(
+                        "interrupted: no {ATTEMPT_FILE} (the shard was stopped, or skipped it for --suite-max-cost, before this attempt ended)"
+                    ),
+                ),
             };
             out.push(a);
         }
@@ -194,7 +191,6 @@ fn collect(dir: &Path, m: &SuiteManifest) -> Collected {
     Collected {
         attempts: out,
         span,
-        unrecorded,
     }
 }
 

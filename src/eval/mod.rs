@@ -11,10 +11,14 @@ pub mod evidence;
 pub mod grade;
 pub mod health;
 pub mod image;
+pub mod manifest;
+pub mod merge;
 pub mod mode;
 pub mod oracle;
 pub mod outcome;
 pub mod report;
+pub mod resume;
+pub mod schedule;
 pub mod seed;
 pub mod settings;
 pub mod task;
@@ -25,7 +29,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use tokio::sync::{OnceCell, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigBuilder, ConfigError, SandboxOptions};
@@ -36,9 +39,9 @@ use crate::redact::Redactor;
 use crate::render::Human;
 use crate::terminal::visible;
 use attempt::AttemptCtx;
-use outcome::{Attempt, Status};
+use outcome::Attempt;
 use settings::{AgentKind, EvalSettings};
-use task::{Task, TaskError};
+use task::TaskError;
 
 /// A problem that stops the suite before it starts (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -64,12 +67,21 @@ pub enum EvalError {
     },
     #[error("{0}")]
     Exec(#[from] crate::exec::ExecError),
+    #[error("{0}")]
+    Manifest(#[from] manifest::ManifestError),
+    #[error("{} already holds a suite's results", .0.display())]
+    OutputInUse(PathBuf),
+    #[error("--resume {}: not the same suite: {detail}", dir.display())]
+    ResumeMismatch { dir: PathBuf, detail: String },
 }
 
 impl EvalError {
     fn hint(&self) -> Option<String> {
         if let EvalError::Exec(e) = self {
             return e.hint();
+        }
+        if let EvalError::Manifest(e) = self {
+            return Some(e.hint().to_string());
         }
         if let EvalError::Task(e) = self
             && let Some(h) = e.hint()
@@ -87,6 +99,12 @@ impl EvalError {
                 Some("or use --agent oracle / --agent nop, which need no model")
             }
             EvalError::Config(e) => e.hint(),
+            EvalError::OutputInUse(_) => {
+                Some("add --resume DIR to continue that suite, or choose another --output-dir")
+            }
+            EvalError::ResumeMismatch { .. } => Some(
+                "run with the tasks and flags of the first run (only --jobs, --retry-errors, --suite-max-cost and the report paths may change), or start afresh with another --output-dir",
+            ),
             EvalError::Model(crate::model::ModelError::MissingKey { .. }) => Some(
                 "export the provider's API key, or use --provider scripted --script FILE, --agent oracle or --agent nop",
             ),
@@ -115,6 +133,18 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         return Err(EvalError::NoMatch(args.filter.clone()));
     }
     args.check()?;
+    // The suite is every task; a shard runs its part of the name order.
+    let mut tasks = tasks;
+    tasks.sort_by(|a, b| a.name.cmp(&b.name));
+    let all_names: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
+    if let Some(shard) = args.shard {
+        tasks = tasks
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| shard.holds(*i))
+            .map(|(_, t)| t)
+            .collect();
+    }
     let base = base_config(&args);
     // Fail fast on settings every attempt would reject.
     let probe = base.build()?;
@@ -139,16 +169,37 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
 
     let started = Instant::now();
     let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S").to_string();
-    let suite_id = format!("eval-{stamp}-{:04x}", fastrand::u16(..));
+    let fresh_id = format!("eval-{stamp}-{:04x}", fastrand::u16(..));
     let out_dir = args
         .output_dir
         .clone()
-        .unwrap_or_else(|| PathBuf::from("runs").join(&suite_id));
+        .unwrap_or_else(|| PathBuf::from("runs").join(&fresh_id));
     // Absolute, so the reports' paths work from anywhere.
     let out_dir = std::path::absolute(&out_dir).map_err(|source| EvalError::Write {
         path: out_dir.clone(),
         source,
     })?;
+    let (settings, secret) = manifest::verdict_settings(&args);
+    let fresh = manifest::SuiteManifest {
+        format: manifest::MANIFEST_VERSION,
+        id: fresh_id,
+        fingerprint: manifest::fingerprint(&all_names, args.attempts, &settings, &secret),
+        tasks: all_names,
+        attempts_per_task: args.attempts,
+        settings,
+        shard: args.shard,
+        shard_tasks: tasks.iter().map(|t| t.name.clone()).collect(),
+        started_at: chrono::Local::now(),
+    };
+    let suite = resume::open(&out_dir, args.resume, fresh)?;
+    let suite_id = suite.id.clone();
+    if tasks.is_empty() {
+        eprintln!(
+            "note: shard {} holds none of the suite's {} tasks",
+            args.shard.map_or("-".into(), |s| s.to_string()),
+            suite.tasks.len()
+        );
+    }
 
     // One redactor for the whole suite, built as a run builds its own: the
     // --env pairs are the same for every attempt.
@@ -203,7 +254,7 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
     });
     let total = tasks.len() * args.attempts as usize;
     let bar = progress_bar(total as u64);
-    let attempts = run_all(&ctx, tasks, &args, &out_dir, &bar, &cancel).await;
+    let attempts = schedule::run_all(&ctx, tasks, &args, &out_dir, &bar, &cancel).await;
     bar.finish_and_clear();
 
     let elapsed = started.elapsed();
@@ -223,6 +274,13 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         "runtime": runtime,
         "interrupted": cancel.is_cancelled(),
         "started_at": chrono::Local::now() - chrono::Duration::from_std(elapsed).unwrap_or_default(),
+        "first_started_at": suite.started_at,
+        "fingerprint": suite.fingerprint,
+        "shard": args.shard.map(|s| s.to_string()),
+        "suite_tasks": suite.tasks.len(),
+        "resumed": args.resume,
+        "retry_errors": args.retry_errors,
+        "suite_max_cost_usd": args.suite_max_cost_usd,
     });
     write_reports(
         &args, &attempts, &task_sums, &totals, meta, elapsed, &redactor,
@@ -231,7 +289,7 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
 
     Ok(if cancel.is_cancelled() {
         130
-    } else if totals.errors > 0 && args.fail_on_error {
+    } else if (totals.errors > 0 || totals.skipped > 0) && args.fail_on_error {
         2
     } else if totals.pass_rate + 1e-9 >= args.min_pass_rate {
         0
@@ -270,122 +328,6 @@ fn progress_bar(len: u64) -> ProgressBar {
     bar
 }
 
-/// One line per finished attempt: through the bar on a terminal, plain
-/// otherwise (CI logs). The task name is the suite's: made visible.
-fn announce(bar: &ProgressBar, a: &Attempt, done: usize, total: usize, redactor: &Redactor) {
-    let line = format!(
-        "[{done}/{total}] {}#{} {} reward {} in {:.1}s",
-        a.task,
-        a.attempt,
-        a.status.as_str(),
-        a.reward.map_or("-".into(), |r| format!("{r:.2}")),
-        a.phases.total_ms as f64 / 1000.0
-    );
-    let line = visible(&redactor.redact(&line)).into_owned();
-    if bar.is_hidden() {
-        eprintln!("{line}");
-    } else {
-        bar.println(line);
-        bar.inc(1);
-    }
-}
-
-/// Runs every attempt, at most `--jobs` at once (a semaphore permit moves
-/// into each spawned attempt). After Ctrl-C, attempts not yet started are
-/// recorded as interrupted; running ones wind down and clean up.
-async fn run_all(
-    ctx: &Arc<AttemptCtx>,
-    tasks: Vec<Task>,
-    args: &EvalSettings,
-    out_dir: &std::path::Path,
-    bar: &ProgressBar,
-    cancel: &CancellationToken,
-) -> Vec<Attempt> {
-    let sem = Arc::new(Semaphore::new(args.jobs));
-    let total = tasks.len() * args.attempts as usize;
-    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut handles = Vec::new();
-    let mut results = Vec::new();
-    for task in tasks {
-        let task = Arc::new(task);
-        // The image is resolved (built) once per task, by its first attempt.
-        let image: Arc<OnceCell<(Result<String, String>, u64)>> = Arc::new(OnceCell::new());
-        for n in 1..=args.attempts {
-            let run_path = out_dir.join(&task.name).join(n.to_string());
-            let permit = tokio::select! {
-                _ = cancel.cancelled() => None,
-                p = sem.clone().acquire_owned() => p.ok(),
-            };
-            let Some(permit) = permit.filter(|_| !cancel.is_cancelled()) else {
-                results.push(Attempt::not_run(
-                    &task.name,
-                    n,
-                    run_path,
-                    Status::Interrupted,
-                    String::new(),
-                ));
-                continue;
-            };
-            let (ctx, task, image, cancel, bar, done) = (
-                ctx.clone(),
-                task.clone(),
-                image.clone(),
-                cancel.clone(),
-                bar.clone(),
-                done.clone(),
-            );
-            let name = task.name.clone();
-            let path = run_path.clone();
-            let handle = tokio::spawn(async move {
-                let _permit = permit;
-                let (img, img_ms) = image
-                    .get_or_init(|| async {
-                        let t = Instant::now();
-                        let r = tokio::select! {
-                            r = image::resolve(&task, ctx.backend.as_ref()) => r.map_err(|e| format!("image: {e}")),
-                            _ = cancel.cancelled() => Err("interrupted while preparing the image".into()),
-                        };
-                        (r, crate::convert::millis_u64(t.elapsed()))
-                    })
-                    .await
-                    .clone();
-                let a = attempt::run(&ctx, &task, img, img_ms, n, run_path, &cancel).await;
-                let a = if cancel.is_cancelled() && a.status == Status::Error {
-                    Attempt {
-                        status: Status::Interrupted,
-                        error_kind: None,
-                        ..a
-                    }
-                } else {
-                    a
-                };
-                // Its errors may quote a command's output or a reward file:
-                // every report is made from the redacted record.
-                let a = a.redacted(&ctx.redactor);
-                let d = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-                announce(&bar, &a, d, total, &ctx.redactor);
-                a
-            });
-            handles.push((name, n, path, handle));
-        }
-    }
-    for (name, n, path, h) in handles {
-        results.push(h.await.unwrap_or_else(|e| {
-            Attempt::not_run(
-                &name,
-                n,
-                path,
-                Status::Error,
-                format!(
-                    "internal error: the attempt crashed: {e} (a bug in runner; please report it)"
-                ),
-            )
-        }));
-    }
-    results.sort_by(|a, b| (a.task.as_str(), a.attempt).cmp(&(b.task.as_str(), b.attempt)));
-    results
-}
-
 fn write_reports(
     args: &EvalSettings,
     attempts: &[Attempt],
@@ -399,20 +341,49 @@ fn write_reports(
         Some(rt) => format!("runner eval ({}, runtime {rt})", args.agent_kind.as_str()),
         None => format!("runner eval ({})", args.agent_kind.as_str()),
     };
+    let files = ReportFiles {
+        json: args.json.as_deref(),
+        junit: args.junit.as_deref(),
+        summary: args.summary.as_deref(),
+        title: &title,
+    };
+    write_report_files(&files, attempts, tasks, totals, meta, elapsed, redactor)
+}
+
+/// Where a suite's reports go (each optional) and the Markdown's title.
+pub struct ReportFiles<'a> {
+    pub json: Option<&'a std::path::Path>,
+    pub junit: Option<&'a std::path::Path>,
+    pub summary: Option<&'a std::path::Path>,
+    pub title: &'a str,
+}
+
+/// Writes the JSON, JUnit and Markdown reports, and appends the Markdown
+/// to `$GITHUB_STEP_SUMMARY` when set (`runner eval` and `runner eval
+/// merge` both).
+pub fn write_report_files(
+    files: &ReportFiles,
+    attempts: &[Attempt],
+    tasks: &[report::TaskSummary],
+    totals: &report::Totals,
+    meta: serde_json::Value,
+    elapsed: std::time::Duration,
+    redactor: &Redactor,
+) -> Result<(), EvalError> {
     // Every report is attempted even when an earlier one fails; the first
     // failure is returned at the end.
     let mut first_err: Option<EvalError> = None;
-    let mut wrote = |path: &PathBuf, r: std::io::Result<()>| {
+    let mut wrote = |path: &std::path::Path, r: std::io::Result<()>| {
         if let Err(source) = r {
             let e = EvalError::Write {
-                path: path.clone(),
+                path: path.to_path_buf(),
                 source,
             };
             tracing::warn!("{e}");
             first_err.get_or_insert(e);
         }
     };
-    if let Some(p) = &args.json {
+    if let Some(p) = files.json {
         let v = report::json_report(attempts, tasks, totals, meta);
         let text = serde_json::to_string_pretty(&v).map_err(std::io::Error::other);
         wrote(
@@ -420,13 +391,13 @@ fn write_reports(
             text.and_then(|t| report::write(p, &redactor.redact_json(&t))),
         );
     }
-    if let Some(p) = &args.junit {
+    if let Some(p) = files.junit {
         let xml = report::junit(attempts, elapsed).map_err(std::io::Error::other);
         wrote(p, xml.and_then(|x| report::write(p, &redactor.redact(&x))));
     }
-    let md = report::markdown(attempts, totals, &title);
+    let md = report::markdown(attempts, totals, files.title);
     let md = redactor.redact(&md);
-    if let Some(p) = &args.summary {
+    if let Some(p) = files.summary {
         wrote(p, report::write(p, &md));
     }
     if let Some(p) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {

@@ -2,13 +2,13 @@
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::Usage;
 use crate::redact::Redactor;
 
 /// The verdict of an attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Graded, reward >= 1.
@@ -22,6 +22,8 @@ pub enum Status {
     Error,
     /// Stopped or never started because of Ctrl-C.
     Interrupted,
+    /// Never started: the suite's budget (`--suite-max-cost`) was spent.
+    Skipped,
 }
 
 impl Status {
@@ -31,12 +33,13 @@ impl Status {
             Status::Fail => "fail",
             Status::Error => "error",
             Status::Interrupted => "interrupted",
+            Status::Skipped => "skipped",
         }
     }
 }
 
 /// Whose error an `error` attempt is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// runner, the engine, the sandbox or the model API: not counted in
@@ -48,7 +51,7 @@ pub enum ErrorKind {
 }
 
 /// How long each phase took, in milliseconds.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Phases {
     /// Resolving or building the image (shared by a task's attempts).
     pub image_ms: u64,
@@ -61,7 +64,7 @@ pub struct Phases {
 }
 
 /// One attempt of one task.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Attempt {
     pub task: String,
     /// 1-based.
@@ -102,6 +105,29 @@ pub struct Attempt {
     pub run_dir: PathBuf,
     pub trajectory: Option<PathBuf>,
     pub verifier_log: Option<PathBuf>,
+    /// Tries of this attempt: 1, or more after `--retry-errors` or
+    /// `--resume` ran it again.
+    #[serde(default = "one")]
+    pub tries: u32,
+    /// The tries before the last one, oldest first, each kept in its own
+    /// directory.
+    #[serde(default)]
+    pub earlier_tries: Vec<EarlierTry>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A try of an attempt that was run again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EarlierTry {
+    /// Where its run directory was kept (`DIR/<task>/<n>.try<k>`).
+    pub run_dir: PathBuf,
+    /// `error` (retried by `--retry-errors`) or `interrupted` (run again by
+    /// `--resume`, including a try that never recorded its end).
+    pub status: Status,
+    pub error: Option<String>,
 }
 
 impl Attempt {
@@ -126,7 +152,7 @@ impl Attempt {
             status,
             reward: None,
             pass: false,
-            agent_outcome: if status == Status::Interrupted {
+            agent_outcome: if matches!(status, Status::Interrupted | Status::Skipped) {
                 "skipped".into()
             } else {
                 "not_run".into()
@@ -137,7 +163,8 @@ impl Attempt {
             phases: Phases::default(),
             failure: None,
             error_kind: (status == Status::Error).then_some(ErrorKind::Infrastructure),
-            error: (status == Status::Error && !why.is_empty()).then_some(why),
+            error: (matches!(status, Status::Error | Status::Skipped) && !why.is_empty())
+                .then_some(why),
             grading: None,
             metrics: Default::default(),
             signals: Vec::new(),
@@ -148,6 +175,8 @@ impl Attempt {
             run_dir,
             trajectory: None,
             verifier_log: None,
+            tries: 1,
+            earlier_tries: Vec::new(),
         }
     }
 

@@ -40,6 +40,10 @@ pub struct Totals {
     pub failed: usize,
     pub errors: usize,
     pub interrupted: usize,
+    /// Never started: the suite's budget was spent (`--suite-max-cost`).
+    pub skipped: usize,
+    /// Tries run again after an infrastructure error (`--retry-errors`).
+    pub retries: usize,
     /// Errors of the tasks' verifiers (no usable reward file), counted as
     /// not passed; the rest of `errors` are infrastructure errors.
     pub task_errors: usize,
@@ -93,6 +97,12 @@ pub fn summarize(attempts: &[Attempt], k: u32, duration: Duration) -> (Vec<TaskS
         failed,
         errors: count(Status::Error),
         interrupted: count(Status::Interrupted),
+        skipped: count(Status::Skipped),
+        retries: attempts
+            .iter()
+            .flat_map(|a| &a.earlier_tries)
+            .filter(|t| t.status == Status::Error)
+            .count(),
         task_errors: counted - passed - failed,
         pass_rate: if counted == 0 {
             0.0
@@ -167,6 +177,11 @@ pub fn junit(attempts: &[Attempt], duration: Duration) -> Result<String, String>
                 s.set_message("interrupted");
                 s
             }
+            Status::Skipped => {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message(a.error.clone().unwrap_or_else(|| "skipped".into()));
+                s
+            }
         };
         let mut case = TestCase::new(format!("{} #{}", a.task, a.attempt), status);
         case.set_classname(a.task.clone());
@@ -182,6 +197,15 @@ pub fn junit(attempts: &[Attempt], duration: Duration) -> Result<String, String>
             a.runtime.as_deref().unwrap_or("-"),
             a.run_dir.display()
         );
+        for t in &a.earlier_tries {
+            let _ = writeln!(
+                out,
+                "earlier try: {} {}: {}",
+                t.status.as_str(),
+                t.run_dir.display(),
+                t.error.as_deref().unwrap_or("-")
+            );
+        }
         for sig in &a.signals {
             let _ = writeln!(out, "signal: {}: {}", sig.kind, sig.detail);
         }
@@ -277,8 +301,15 @@ fn totals_line(t: &Totals) -> String {
     } else {
         format!("{} errors", t.errors)
     };
+    let mut more = String::new();
+    if t.skipped > 0 {
+        let _ = write!(more, ", {} skipped (budget)", t.skipped);
+    }
+    if t.retries > 0 {
+        let _ = write!(more, ", {} retried", t.retries);
+    }
     format!(
-        "{} passed, {} failed, {errors}, {} interrupted of {} attempts ({} tasks); pass rate {:.1}%, pass@1 {:.2}{at_k}, mean reward {}, cost ${:.4}, {}",
+        "{} passed, {} failed, {errors}, {} interrupted{more} of {} attempts ({} tasks); pass rate {:.1}%, pass@1 {:.2}{at_k}, mean reward {}, cost ${:.4}, {}",
         t.passed,
         t.failed,
         t.interrupted,
@@ -310,6 +341,7 @@ pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
         Status::Fail => "❌ fail",
         Status::Error => "⚠️ error",
         Status::Interrupted => "⏹ interrupted",
+        Status::Skipped => "⏭ skipped",
     };
     let _ = writeln!(s, "## {title}\n\n{}\n", totals_line(totals));
     let _ = writeln!(

@@ -8,6 +8,9 @@ use super::task::MAX_TASK_TIMEOUT_SECS;
 use crate::config::AgentOptions;
 use crate::exec::backend::BackendKind;
 
+/// Most further tries `--retry-errors` may ask for.
+pub const MAX_RETRY_ERRORS: u32 = 10;
+
 /// What plays the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AgentKind {
@@ -67,6 +70,14 @@ pub struct EvalSettings {
     pub disk: String,
     pub runtime: Option<String>,
     pub output_dir: Option<PathBuf>,
+    /// `--resume`: `output_dir` holds the suite to continue.
+    pub resume: bool,
+    /// `--retry-errors`: further tries after an infrastructure error.
+    pub retry_errors: u32,
+    /// `--shard`: the part of the suite this process runs.
+    pub shard: Option<super::manifest::Shard>,
+    /// `--suite-max-cost`: the whole suite's budget in USD.
+    pub suite_max_cost_usd: Option<f64>,
     pub json: Option<PathBuf>,
     pub junit: Option<PathBuf>,
     pub summary: Option<PathBuf>,
@@ -91,6 +102,17 @@ impl EvalSettings {
         }
         if !(0.0..=1.0).contains(&self.min_pass_rate) {
             return bad("min-pass-rate", "must be between 0 and 1");
+        }
+        if let Some(v) = self.suite_max_cost_usd
+            && !(v >= 0.0 && v.is_finite())
+        {
+            return bad("suite-max-cost", "must be 0 or more");
+        }
+        if self.retry_errors > MAX_RETRY_ERRORS {
+            return bad(
+                "retry-errors",
+                &format!("must be at most {MAX_RETRY_ERRORS}"),
+            );
         }
         for (flag, v) in [
             ("cpus", self.cpus),

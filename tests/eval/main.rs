@@ -17,6 +17,7 @@ mod fidelity;
 mod gaming;
 mod junit;
 mod modes;
+mod scale;
 mod schema;
 mod seed;
 mod shards;

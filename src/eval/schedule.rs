@@ -1,0 +1,313 @@
+//! Runs a suite's attempts with bounded concurrency: at most `--jobs` at
+//! once (a semaphore permit moves into each spawned attempt), each retried
+//! after an infrastructure error (`--retry-errors`), none started once the
+//! suite's budget is spent (`--suite-max-cost`), and each record written
+//! into its run directory as it ends (what `--resume` and `merge` read).
+//! After Ctrl-C, attempts not yet started are recorded as interrupted;
+//! running ones wind down and clean up.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+use tokio::sync::{OnceCell, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::attempt::{self, AttemptCtx};
+use super::outcome::{Attempt, EarlierTry, ErrorKind, Status};
+use super::resume::{self, Prior};
+use super::settings::EvalSettings;
+use super::task::Task;
+use super::{image, manifest};
+use crate::redact::Redactor;
+use crate::terminal::visible;
+
+/// The first retry's wait; each further one doubles it, up to
+/// [`RETRY_BACKOFF_MAX`].
+const RETRY_BACKOFF_FIRST: Duration = Duration::from_secs(2);
+const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// A task's image, resolved (built) once by its first attempt.
+type ImageCell = Arc<OnceCell<(Result<String, String>, u64)>>;
+
+/// What every attempt of the suite shares besides [`AttemptCtx`].
+struct Shared {
+    bar: ProgressBar,
+    done: AtomicUsize,
+    total: usize,
+    retry_errors: u32,
+    budget_usd: Option<f64>,
+    /// What the suite's attempts have cost so far, every try counted.
+    spent_usd: std::sync::Mutex<f64>,
+}
+
+impl Shared {
+    fn spend(&self, usd: f64) {
+        if let Ok(mut s) = self.spent_usd.lock() {
+            *s += usd;
+        }
+    }
+
+    /// Why no more attempts start, once the budget is spent.
+    fn over_budget(&self) -> Option<String> {
+        let budget = self.budget_usd?;
+        let spent = self.spent_usd.lock().map_or(0.0, |s| *s);
+        (spent >= budget).then(|| {
+            format!("the suite's budget (--suite-max-cost {budget}) was spent (${spent:.4}) before it started")
+        })
+    }
+
+    fn announce(&self, a: &Attempt, note: &str, redactor: &Redactor) {
+        let d = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+        let line = format!(
+            "[{d}/{}] {}#{} {} reward {} in {:.1}s{note}",
+            self.total,
+            a.task,
+            a.attempt,
+            a.status.as_str(),
+            a.reward.map_or("-".into(), |r| format!("{r:.2}")),
+            a.phases.total_ms as f64 / 1000.0
+        );
+        let line = visible(&redactor.redact(&line)).into_owned();
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+            self.bar.inc(1);
+        }
+    }
+}
+
+/// Runs every attempt of `tasks` into `out_dir/<task>/<n>`; with `resume`,
+/// finished ones found there are kept instead. Sorted by task and number.
+pub async fn run_all(
+    ctx: &Arc<AttemptCtx>,
+    tasks: Vec<Task>,
+    args: &EvalSettings,
+    out_dir: &Path,
+    bar: &ProgressBar,
+    cancel: &CancellationToken,
+) -> Vec<Attempt> {
+    let sem = Arc::new(Semaphore::new(args.jobs));
+    let shared = Arc::new(Shared {
+        bar: bar.clone(),
+        done: AtomicUsize::new(0),
+        total: tasks.len() * args.attempts as usize,
+        retry_errors: args.retry_errors,
+        budget_usd: args.suite_max_cost_usd,
+        spent_usd: std::sync::Mutex::new(0.0),
+    });
+    let mut handles = Vec::new();
+    let mut results = Vec::new();
+    for task in tasks {
+        let task = Arc::new(task);
+        let image: ImageCell = Arc::new(OnceCell::new());
+        for n in 1..=args.attempts {
+            let run_path = out_dir.join(&task.name).join(n.to_string());
+            let earlier = if args.resume {
+                match resume::prior(&run_path) {
+                    Ok(Prior::Done(a)) => {
+                        shared.spend(a.cost_usd);
+                        shared.announce(&a, " (kept from an earlier run)", &ctx.redactor);
+                        results.push(*a);
+                        continue;
+                    }
+                    Ok(Prior::Run(earlier)) => earlier,
+                    Err(e) => {
+                        let why = format!("cannot move the earlier try aside: {e}");
+                        results.push(Attempt::not_run(
+                            &task.name,
+                            n,
+                            run_path,
+                            Status::Error,
+                            why,
+                        ));
+                        continue;
+                    }
+                }
+            } else {
+                Vec::new()
+            };
+            let permit = tokio::select! {
+                _ = cancel.cancelled() => None,
+                p = sem.clone().acquire_owned() => p.ok(),
+            };
+            let Some(permit) = permit.filter(|_| !cancel.is_cancelled()) else {
+                let a =
+                    Attempt::not_run(&task.name, n, run_path, Status::Interrupted, String::new());
+                results.push(with_history(a, earlier));
+                continue;
+            };
+            let (ctx, task, image, cancel, shared) = (
+                ctx.clone(),
+                task.clone(),
+                image.clone(),
+                cancel.clone(),
+                shared.clone(),
+            );
+            let name = task.name.clone();
+            let path = run_path.clone();
+            let handle = tokio::spawn(async move {
+                let _permit = permit;
+                let a = if let Some(why) = shared.over_budget() {
+                    let a = Attempt::not_run(&task.name, n, run_path, Status::Skipped, why);
+                    with_history(a, earlier)
+                } else {
+                    tries(&ctx, &task, &image, n, run_path, earlier, &shared, &cancel).await
+                };
+                // A skipped attempt never ran: no record, so a resume runs it.
+                if a.status != Status::Skipped {
+                    record(&a);
+                }
+                shared.announce(&a, "", &ctx.redactor);
+                a
+            });
+            handles.push((name, n, path, handle));
+        }
+    }
+    for (name, n, path, h) in handles {
+        results.push(h.await.unwrap_or_else(|e| {
+            Attempt::not_run(
+                &name,
+                n,
+                path,
+                Status::Error,
+                format!(
+                    "internal error: the attempt crashed: {e} (a bug in runner; please report it)"
+                ),
+            )
+        }));
+    }
+    results.sort_by(|a, b| (a.task.as_str(), a.attempt).cmp(&(b.task.as_str(), b.attempt)));
+    results
+}
+
+/// One attempt, tried again after an infrastructure error while tries
+/// are left; the last try's record, with the earlier ones listed.
+#[allow(clippy::too_many_arguments)]
+async fn tries(
+    ctx: &AttemptCtx,
+    task: &Task,
+    image: &ImageCell,
+    n: u32,
+    run_path: PathBuf,
+    mut earlier: Vec<EarlierTry>,
+    shared: &Shared,
+    cancel: &CancellationToken,
+) -> Attempt {
+    let mut retries = 0u32;
+    loop {
+        let (img, img_ms) = resolve_image(ctx, task, image, retries > 0, cancel).await;
+        let a = attempt::run(ctx, task, img, img_ms, n, run_path.clone(), cancel).await;
+        let a = if cancel.is_cancelled() && a.status == Status::Error {
+            Attempt {
+                status: Status::Interrupted,
+                error_kind: None,
+                ..a
+            }
+        } else {
+            a
+        };
+        // Its errors may quote a command's output or a reward file: every
+        // record and report is made from the redacted one.
+        let a = a.redacted(&ctx.redactor);
+        shared.spend(a.cost_usd);
+        let infra = a.status == Status::Error && a.error_kind == Some(ErrorKind::Infrastructure);
+        if !infra || retries >= shared.retry_errors || cancel.is_cancelled() {
+            return with_history(a, earlier);
+        }
+        // Kept as it is, in its own directory, before the next try (one
+        // that failed before its run directory existed gets one for its
+        // record).
+        let kept = std::fs::create_dir_all(&run_path).and_then(|()| resume::move_aside(&run_path));
+        let kept = match kept {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("cannot keep the try that failed; not retrying: {e}");
+                return with_history(a, earlier);
+            }
+        };
+        record(&moved(a.clone(), &run_path, &kept));
+        let why = a.error.clone().unwrap_or_default();
+        earlier.push(EarlierTry {
+            run_dir: kept,
+            status: Status::Error,
+            error: a.error,
+        });
+        let wait = RETRY_BACKOFF_FIRST
+            .saturating_mul(1 << retries.min(16))
+            .min(RETRY_BACKOFF_MAX);
+        retries += 1;
+        let line = format!(
+            "retrying {}#{n} in {}s (try {} of {}): {}",
+            task.name,
+            wait.as_secs(),
+            retries + 1,
+            shared.retry_errors + 1,
+            why.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
+        let line = visible(&ctx.redactor.redact(&line)).into_owned();
+        if shared.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            shared.bar.println(line);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = cancel.cancelled() => {}
+        }
+    }
+}
+
+/// The task's image: built once for all its attempts; a retry after a
+/// failed build tries again rather than repeat the failure.
+async fn resolve_image(
+    ctx: &AttemptCtx,
+    task: &Task,
+    cell: &ImageCell,
+    retry: bool,
+    cancel: &CancellationToken,
+) -> (Result<String, String>, u64) {
+    let once = || async {
+        let t = Instant::now();
+        let r = tokio::select! {
+            r = image::resolve(task, ctx.backend.as_ref()) => r.map_err(|e| format!("image: {e}")),
+            _ = cancel.cancelled() => Err("interrupted while preparing the image".into()),
+        };
+        (r, crate::convert::millis_u64(t.elapsed()))
+    };
+    let first = cell.get_or_init(once).await.clone();
+    if retry && first.0.is_err() {
+        return once().await;
+    }
+    first
+}
+
+/// The record of a try whose directory went from `from` to `to`.
+fn moved(mut a: Attempt, from: &Path, to: &Path) -> Attempt {
+    let rebase = |p: &mut Option<PathBuf>| {
+        if let Some(rest) = p.as_ref().and_then(|p| p.strip_prefix(from).ok()) {
+            *p = Some(to.join(rest));
+        }
+    };
+    rebase(&mut a.trajectory);
+    rebase(&mut a.verifier_log);
+    a.run_dir = to.to_path_buf();
+    a
+}
+
+fn with_history(mut a: Attempt, earlier: Vec<EarlierTry>) -> Attempt {
+    a.tries = crate::convert::u32_from_usize(earlier.len()).saturating_add(1);
+    a.earlier_tries = earlier;
+    a
+}
+
+/// Writes the attempt's record into its run directory; a failure costs
+/// only a rerun on resume, so it is a warning.
+fn record(a: &Attempt) {
+    if let Err(e) = manifest::write_attempt(a) {
+        tracing::warn!("{e}");
+    }
+}
