@@ -29,8 +29,10 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 root="$work/rootfs"
 
-debootstrap --variant=minbase --cache-dir="$CACHE_DIR" \
-    --include="$PACKAGES" "$SUITE" "$root" "$MIRROR" >"$work/debootstrap.log" 2>&1 || {
+# shellcheck source=sandbox/debootstrap-progress.sh
+. "$(dirname "$0")/debootstrap-progress.sh"
+run_debootstrap "$work/debootstrap.log" --variant=minbase --cache-dir="$CACHE_DIR" \
+    --include="$PACKAGES" "$SUITE" "$root" "$MIRROR" || {
     tail -n 30 "$work/debootstrap.log" >&2
     echo "error: debootstrap failed (see above)" >&2
     exit 1

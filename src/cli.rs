@@ -155,7 +155,7 @@ pub struct EvalArgs {
     #[arg(long, value_name = "USD")]
     pub suite_max_cost: Option<f64>,
 
-    /// Write the JSON report here.
+    /// Write the JSON report here (`-`: on stdout, which otherwise stays empty; all human text goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 

@@ -97,6 +97,8 @@ pub struct AttemptCtx {
     pub human: Human,
     /// The suite's secrets, redacted from every sink of every attempt.
     pub redactor: Redactor,
+    /// What each running attempt is doing, for the bar and the CI log.
+    pub progress: Arc<super::progress::Progress>,
 }
 
 /// Why an attempt could not be graded: an infrastructure error, recorded
@@ -175,6 +177,8 @@ struct Prepared {
     /// Where the agent works (the task's workdir or the image's).
     workdir: String,
     run_id: String,
+    /// 1-based.
+    attempt: u32,
     executor: Arc<dyn Executor>,
     /// Who the agent's commands run as.
     agent: Account,
@@ -236,6 +240,7 @@ async fn phases(
 ) -> Result<(), PhaseError> {
     let image = image.map_err(PhaseError::Image)?;
     rec.image = Some(image.clone());
+    ctx.progress.phase(&task.name, attempt, "setup");
     let setup_start = Instant::now();
     let p = prepare(ctx, task, &image, attempt, run_path, rec).await?;
     if let Some(hc) = &p.task.healthcheck {
@@ -254,6 +259,12 @@ async fn phases(
     rec.phases.setup_ms = ms(setup_start);
 
     let agent_start = Instant::now();
+    let playing = match ctx.agent {
+        AgentKind::Oracle => "solution",
+        AgentKind::Nop => "nop",
+        AgentKind::Model => "agent",
+    };
+    ctx.progress.phase(&task.name, attempt, playing);
     let (end, timed_out) = agent(ctx, &p, cancel).await;
     rec.phases.agent_ms = ms(agent_start);
     let AgentEnd { end, convo, blame } = end;
@@ -299,6 +310,7 @@ async fn phases(
     }
 
     let verify_start = Instant::now();
+    ctx.progress.phase(&task.name, attempt, "verifier");
     rec.signals = collect_signals(p.executor.as_ref(), &p.agent.home).await;
     let verdict = grade(ctx, &p, &image, run_path, cancel).await;
     p.stop_services().await;
@@ -444,6 +456,7 @@ async fn grade(
                     context: &tests_dir,
                     timeout: Duration::from_secs_f64(p.task.build_timeout_secs),
                     label: &p.task.name,
+                    log: None,
                 }),
                 None => None,
             };
@@ -719,6 +732,7 @@ async fn prepare(
         workspace,
         workdir,
         run_id,
+        attempt,
         executor,
         agent,
         verifier,
@@ -747,7 +761,14 @@ fn compose_vars(task: &Task) -> std::collections::BTreeMap<String, String> {
 async fn agent(ctx: &AttemptCtx, p: &Prepared, cancel: &CancellationToken) -> (AgentEnd, bool) {
     let agent_cancel = cancel.child_token();
     let timeout = Duration::from_secs_f64(p.task.agent_timeout_secs);
-    let sink = |ev: &Event| p.run_dir.record(ev);
+    let max_steps = p.config.max_steps;
+    let sink = |ev: &Event| {
+        if let Event::ModelRequest { step, .. } = ev {
+            let phase = format!("agent step {step}/{max_steps}");
+            ctx.progress.phase(&p.task.name, p.attempt, &phase);
+        }
+        p.run_dir.record(ev)
+    };
     // A bug that panics in the agent phase (oracle included) is this
     // attempt's error: its sandbox is still removed and its trajectory
     // still ends with run_finished.

@@ -302,6 +302,7 @@ pub async fn start(
                         context: &real,
                         timeout: build_timeout,
                         label: &label,
+                        log: None,
                     })
                     .await?
             }

@@ -1,14 +1,20 @@
 //! The image a task runs in: `[environment].docker_image`, or
 //! `environment/` built by the backend (cached by its content).
 
+use std::path::Path;
 use std::time::Duration;
 
 use super::task::Task;
 use crate::exec::ExecError;
 use crate::exec::backend::{Backend, ImageSource};
 
-/// Resolves (building if needed) the image of `task`.
-pub async fn resolve(task: &Task, backend: &dyn Backend) -> Result<String, ExecError> {
+/// Resolves (building if needed) the image of `task`; a build's output
+/// goes to `log`.
+pub async fn resolve(
+    task: &Task,
+    backend: &dyn Backend,
+    log: Option<&Path>,
+) -> Result<String, ExecError> {
     if let Some(img) = &task.config.environment.docker_image {
         return backend.prepare_image(ImageSource::Named(img)).await;
     }
@@ -24,6 +30,7 @@ pub async fn resolve(task: &Task, backend: &dyn Backend) -> Result<String, ExecE
             context: &context,
             timeout: Duration::from_secs_f64(task.build_timeout_secs),
             label: &task.name,
+            log,
         })
         .await
 }

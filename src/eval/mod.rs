@@ -16,6 +16,7 @@ pub mod merge;
 pub mod mode;
 pub mod oracle;
 pub mod outcome;
+pub mod progress;
 pub mod report;
 pub mod resume;
 pub mod schedule;
@@ -23,12 +24,10 @@ pub mod seed;
 pub mod settings;
 pub mod task;
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigBuilder, ConfigError, SandboxOptions};
@@ -234,6 +233,7 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
             path: std::env::temp_dir(),
             source,
         })?;
+    let progress = progress::Progress::new(tasks.len() * args.attempts as usize);
     let ctx = Arc::new(AttemptCtx {
         agent: args.agent_kind,
         base,
@@ -251,15 +251,19 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         redactor: redactor.clone(),
         backend,
         seeds,
+        progress: progress.clone(),
     });
-    let total = tasks.len() * args.attempts as usize;
-    let bar = progress_bar(total as u64);
-    let attempts = schedule::run_all(&ctx, tasks, &args, &out_dir, &bar, &cancel).await;
-    bar.finish_and_clear();
+    let beat = CancellationToken::new();
+    let heartbeat = progress.heartbeat(beat.clone());
+    let attempts = schedule::run_all(&ctx, tasks, &args, &out_dir, &cancel).await;
+    beat.cancel();
+    let _ = heartbeat.await;
+    progress.finish();
 
     let elapsed = started.elapsed();
     let (task_sums, totals) = report::summarize(&attempts, args.attempts, elapsed);
     eprint!("{}", redactor.redact(&report::table(&attempts, &totals)));
+    eprint!("{}", redactor.redact(&report::failures(&attempts)));
     let meta = serde_json::json!({
         "id": suite_id,
         "agent": args.agent_kind.as_str(),
@@ -315,17 +319,6 @@ fn base_config(args: &EvalSettings) -> ConfigBuilder {
         },
         ..ConfigBuilder::default()
     }
-}
-
-fn progress_bar(len: u64) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(len);
-    let style = ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-    bar.set_style(style);
-    bar
 }
 
 fn write_reports(

@@ -388,8 +388,68 @@ pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
     s
 }
 
-/// Writes `text` to `path`, creating parent directories.
+/// After the table: each attempt that did not pass, with its whole reason
+/// (every line, made visible) and where to look next. Empty when all passed.
+pub fn failures(attempts: &[Attempt]) -> String {
+    let mut s = String::new();
+    let bad: Vec<&Attempt> = attempts
+        .iter()
+        .filter(|a| matches!(a.status, Status::Fail | Status::Error | Status::Skipped))
+        .collect();
+    if bad.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "\nfailures:");
+    for a in bad {
+        let why = a
+            .error
+            .as_deref()
+            .or(a.failure.as_deref())
+            .unwrap_or("(no reason recorded)");
+        let _ = writeln!(
+            s,
+            "  {}#{} {} ({}):",
+            visible(&a.task),
+            a.attempt,
+            a.status.as_str(),
+            a.agent_outcome
+        );
+        for line in why.lines().filter(|l| !l.trim().is_empty()) {
+            let _ = writeln!(s, "      {}", visible(line.trim_end()));
+        }
+        let log = a
+            .verifier_log
+            .as_ref()
+            .filter(|p| p.exists())
+            .or(a.trajectory.as_ref().filter(|p| p.exists()));
+        match log {
+            Some(p) => {
+                let _ = writeln!(s, "      log: {}", visible(&p.display().to_string()));
+            }
+            None if a.run_dir.exists() => {
+                let _ = writeln!(
+                    s,
+                    "      run dir: {}",
+                    visible(&a.run_dir.display().to_string())
+                );
+            }
+            None => {}
+        }
+    }
+    s
+}
+
+/// Writes `text` to `path`, creating parent directories; `-` is stdout.
 pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
+    if path == Path::new("-") {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())?;
+        if !text.ends_with('\n') {
+            out.write_all(b"\n")?;
+        }
+        return out.flush();
+    }
     if let Some(p) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(p)?;
     }

@@ -8,15 +8,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use indicatif::ProgressBar;
 use tokio::sync::{OnceCell, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::attempt::{self, AttemptCtx};
 use super::outcome::{Attempt, EarlierTry, ErrorKind, Status};
+use super::progress::Progress;
 use super::resume::{self, Prior};
 use super::settings::EvalSettings;
 use super::task::Task;
@@ -29,16 +28,18 @@ use crate::terminal::visible;
 const RETRY_BACKOFF_FIRST: Duration = Duration::from_secs(2);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(60);
 
+/// A task image build's whole output, beside the task's attempts.
+pub const IMAGE_BUILD_LOG: &str = "image-build.log";
+
 /// A task's image, resolved (built) once by its first attempt.
 type ImageCell = Arc<OnceCell<(Result<String, String>, u64)>>;
 
 /// What every attempt of the suite shares besides [`AttemptCtx`].
 struct Shared {
-    bar: ProgressBar,
-    done: AtomicUsize,
-    total: usize,
     retry_errors: u32,
     budget_usd: Option<f64>,
+    /// The suite's output directory (image build logs go to `<task>/`).
+    out_dir: PathBuf,
     /// What the suite's attempts have cost so far, every try counted.
     spent_usd: std::sync::Mutex<f64>,
 }
@@ -58,26 +59,22 @@ impl Shared {
             format!("the suite's budget (--suite-max-cost {budget}) was spent (${spent:.4}) before it started")
         })
     }
+}
 
-    fn announce(&self, a: &Attempt, note: &str, redactor: &Redactor) {
-        let d = self.done.fetch_add(1, Ordering::SeqCst) + 1;
-        let line = format!(
-            "[{d}/{}] {}#{} {} reward {} in {:.1}s{note}",
-            self.total,
-            a.task,
-            a.attempt,
-            a.status.as_str(),
-            a.reward.map_or("-".into(), |r| format!("{r:.2}")),
-            a.phases.total_ms as f64 / 1000.0
-        );
-        let line = visible(&redactor.redact(&line)).into_owned();
-        if self.bar.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            self.bar.println(line);
-            self.bar.inc(1);
-        }
-    }
+/// One line per finished attempt: above the bar on a terminal, plain
+/// otherwise (CI logs). The task name is the suite's: made visible.
+fn announce(progress: &Progress, total: usize, a: &Attempt, note: &str, redactor: &Redactor) {
+    let d = progress.ended(&a.task, a.attempt);
+    let line = format!(
+        "[{d}/{total}] {}#{} {} reward {} in {:.1}s{note}",
+        a.task,
+        a.attempt,
+        a.status.as_str(),
+        a.reward.map_or("-".into(), |r| format!("{r:.2}")),
+        a.phases.total_ms as f64 / 1000.0
+    );
+    let line = visible(&redactor.redact(&line)).into_owned();
+    progress.println(&line);
 }
 
 /// Runs every attempt of `tasks` into `out_dir/<task>/<n>`; with `resume`,
@@ -87,16 +84,14 @@ pub async fn run_all(
     tasks: Vec<Task>,
     args: &EvalSettings,
     out_dir: &Path,
-    bar: &ProgressBar,
     cancel: &CancellationToken,
 ) -> Vec<Attempt> {
     let sem = Arc::new(Semaphore::new(args.jobs));
+    let total = tasks.len() * args.attempts as usize;
     let shared = Arc::new(Shared {
-        bar: bar.clone(),
-        done: AtomicUsize::new(0),
-        total: tasks.len() * args.attempts as usize,
         retry_errors: args.retry_errors,
         budget_usd: args.suite_max_cost_usd,
+        out_dir: out_dir.to_path_buf(),
         spent_usd: std::sync::Mutex::new(0.0),
     });
     let mut handles = Vec::new();
@@ -110,7 +105,8 @@ pub async fn run_all(
                 match resume::prior(&run_path) {
                     Ok(Prior::Done(a)) => {
                         shared.spend(a.cost_usd);
-                        shared.announce(&a, " (kept from an earlier run)", &ctx.redactor);
+                        let note = " (kept from an earlier run)";
+                        announce(&ctx.progress, total, &a, note, &ctx.redactor);
                         results.push(*a);
                         continue;
                     }
@@ -161,7 +157,7 @@ pub async fn run_all(
                 if a.status != Status::Skipped {
                     record(&a);
                 }
-                shared.announce(&a, "", &ctx.redactor);
+                announce(&ctx.progress, total, &a, "", &ctx.redactor);
                 a
             });
             handles.push((name, n, path, handle));
@@ -199,7 +195,9 @@ async fn tries(
 ) -> Attempt {
     let mut retries = 0u32;
     loop {
-        let (img, img_ms) = resolve_image(ctx, task, image, retries > 0, cancel).await;
+        let log = shared.out_dir.join(&task.name).join(IMAGE_BUILD_LOG);
+        ctx.progress.phase(&task.name, n, "image");
+        let (img, img_ms) = resolve_image(ctx, task, image, &log, retries > 0, cancel).await;
         let a = attempt::run(ctx, task, img, img_ms, n, run_path.clone(), cancel).await;
         let a = if cancel.is_cancelled() && a.status == Status::Error {
             Attempt {
@@ -249,11 +247,7 @@ async fn tries(
             why.split_whitespace().collect::<Vec<_>>().join(" ")
         );
         let line = visible(&ctx.redactor.redact(&line)).into_owned();
-        if shared.bar.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            shared.bar.println(line);
-        }
+        ctx.progress.println(&line);
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = cancel.cancelled() => {}
@@ -267,13 +261,14 @@ async fn resolve_image(
     ctx: &AttemptCtx,
     task: &Task,
     cell: &ImageCell,
+    log: &Path,
     retry: bool,
     cancel: &CancellationToken,
 ) -> (Result<String, String>, u64) {
     let once = || async {
         let t = Instant::now();
         let r = tokio::select! {
-            r = image::resolve(task, ctx.backend.as_ref()) => r.map_err(|e| format!("image: {e}")),
+            r = image::resolve(task, ctx.backend.as_ref(), Some(log)) => r.map_err(|e| format!("image: {e}")),
             _ = cancel.cancelled() => Err("interrupted while preparing the image".into()),
         };
         (r, crate::convert::millis_u64(t.elapsed()))

@@ -294,6 +294,9 @@ pub enum ImageSource<'a> {
         timeout: Duration,
         /// Recorded on the image (a task's name).
         label: &'a str,
+        /// Where the build's whole output goes, when wanted (the eval
+        /// output directory's `<task>/image-build.log`).
+        log: Option<&'a Path>,
     },
 }
 

@@ -49,6 +49,7 @@ async fn task_image(ctx: &std::path::Path) -> String {
             context: ctx,
             timeout: Duration::from_secs(120),
             label: "build-cache-test",
+            log: None,
         })
         .await
         .unwrap()

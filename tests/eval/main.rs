@@ -13,6 +13,7 @@ mod support;
 
 mod backends;
 mod concurrency;
+mod diagnosis;
 mod fidelity;
 mod gaming;
 mod junit;

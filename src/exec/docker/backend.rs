@@ -148,12 +148,14 @@ impl Backend for DockerBackend {
                 context,
                 timeout,
                 label,
+                log,
             } => build::build_cached(
                 &docker,
                 context,
                 timeout,
                 label,
                 &std::collections::HashMap::new(),
+                log,
             )
             .await
             .map_err(|e| ExecError::ImageUnavailable {

@@ -46,6 +46,7 @@ pub async fn build_cached(
     timeout: Duration,
     label: &str,
     build_args: &HashMap<String, String>,
+    log: Option<&Path>,
 ) -> Result<String, ImageError> {
     let dockerfile = context.join("Dockerfile");
     if !dockerfile.is_file() {
@@ -70,7 +71,9 @@ pub async fn build_cached(
     if docker.inspect_image(&tag).await.is_ok() {
         return Ok(tag);
     }
-    match tokio::time::timeout(timeout, build(docker, &tag, label, build_args, tar)).await {
+    let log = log.map(BuildLog::create);
+    let built = build(docker, &tag, label, build_args, tar, log.as_ref());
+    match tokio::time::timeout(timeout, built).await {
         Ok(r) => r.map(|()| tag),
         Err(_) => Err(ImageError::Timeout {
             tag,
@@ -116,7 +119,15 @@ async fn build(
     task: &str,
     build_args: &HashMap<String, String>,
     context: Vec<u8>,
+    log: Option<&BuildLog>,
 ) -> Result<(), ImageError> {
+    let failed = |detail: String| ImageError::Build {
+        tag: tag.to_string(),
+        detail: match log.and_then(BuildLog::path) {
+            Some(p) => format!("{detail} (whole build log: {})", p.display()),
+            None => detail,
+        },
+    };
     let labels = HashMap::from([
         (LABEL_MANAGED.to_string(), MANAGED_VALUE.to_string()),
         (LABEL_TASK.to_string(), task.to_string()),
@@ -132,17 +143,22 @@ async fn build(
     let mut stream = docker.build_image(opts, None, Some(bollard::body_full(context.into())));
     let mut tail: Vec<String> = Vec::new();
     while let Some(item) = stream.next().await {
-        let info = item.map_err(|e| ImageError::Build {
-            tag: tag.to_string(),
-            detail: e.to_string(),
+        let info = item.map_err(|e| {
+            if let Some(l) = log {
+                l.line(&format!("error: {e}"));
+            }
+            failed(e.to_string())
         })?;
         if let Some(msg) = info.error_detail.and_then(|d| d.message) {
-            return Err(ImageError::Build {
-                tag: tag.to_string(),
-                detail: msg.trim().to_string(),
-            });
+            if let Some(l) = log {
+                l.line(&format!("error: {}", msg.trim_end()));
+            }
+            return Err(failed(msg.trim().to_string()));
         }
         if let Some(s) = info.stream {
+            if let Some(l) = log.filter(|_| !s.trim().is_empty()) {
+                l.line(s.trim_end_matches('\n'));
+            }
             tail.push(s.trim_end().to_string());
             if tail.len() > 5 {
                 tail.remove(0);
@@ -150,12 +166,60 @@ async fn build(
         }
     }
     if docker.inspect_image(tag).await.is_err() {
-        return Err(ImageError::Build {
-            tag: tag.to_string(),
-            detail: format!("no image produced; last output: {}", tail.join(" | ")),
-        });
+        return Err(failed(format!(
+            "no image produced; last output: {}",
+            tail.join(" | ")
+        )));
     }
     Ok(())
+}
+
+/// A build's whole output, written as it comes. A log that cannot be
+/// opened is a warning: the build goes on without it.
+pub struct BuildLog {
+    file: Option<std::sync::Mutex<std::fs::File>>,
+    path: PathBuf,
+}
+
+impl BuildLog {
+    /// Creates (truncates) the log at `path`, never through a link there.
+    pub fn create(path: &Path) -> BuildLog {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let opened = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .custom_flags(nix::libc::O_NOFOLLOW)
+                    .open(path)
+            });
+        let file = match opened {
+            Ok(f) => Some(std::sync::Mutex::new(f)),
+            Err(e) => {
+                tracing::warn!("cannot write the build log {}: {e}", path.display());
+                None
+            }
+        };
+        BuildLog {
+            file,
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// Where it is, when it could be opened.
+    pub fn path(&self) -> Option<&Path> {
+        self.file.as_ref().map(|_| self.path.as_path())
+    }
+
+    fn line(&self, text: &str) {
+        use std::io::Write as _;
+        if let Some(Ok(mut f)) = self.file.as_ref().map(|f| f.lock()) {
+            let _ = writeln!(f, "{text}");
+        }
+    }
 }
 
 /// Tars `dir` (links kept as links) and hashes the paths, modes and
