@@ -12,6 +12,7 @@ use crate::config::{
     DEFAULT_OUTPUT_LIMIT_BYTES, DEFAULT_TIMEOUT_SECS, DEFAULT_TOOLS, SandboxOptions,
 };
 use crate::eval::manifest::Shard;
+use crate::eval::merge::MergeSettings;
 use crate::eval::mode::GradingMode;
 use crate::eval::settings::{AgentKind, EvalSettings};
 use crate::exec::backend::{
@@ -50,9 +51,15 @@ pub enum Command {
 /// Flags of `runner eval`.
 #[derive(Debug, Clone, Args)]
 #[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
     after_help = "Exit codes: 0 pass rate >= --min-pass-rate, 1 below it, 2 an infrastructure error (with --fail-on-error, the default) or a usage error, 130 interrupted."
 )]
 pub struct EvalArgs {
+    /// `runner eval merge`; none: run the suite at PATH.
+    #[command(subcommand)]
+    pub action: Option<EvalAction>,
+
     /// Task directories, or directories whose subdirectories are tasks.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
@@ -171,6 +178,63 @@ pub struct EvalArgs {
     /// Exit 2 when any infrastructure error happened (`--fail-on-error=false` to only count passes).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     pub fail_on_error: bool,
+}
+
+/// What `runner eval` does besides running a suite.
+#[derive(Debug, Clone, Subcommand)]
+pub enum EvalAction {
+    /// Merge the output directories of a suite's shards (`runner eval --shard I/N --output-dir DIR`) into one set of reports; refuses shards of different suites or settings.
+    Merge(MergeArgs),
+}
+
+/// Flags of `runner eval merge`.
+#[derive(Debug, Clone, Args)]
+#[command(
+    after_help = "Exit codes: as runner eval: 0 pass rate >= --min-pass-rate, 1 below it, 2 an infrastructure error (with --fail-on-error) or directories that cannot be merged, 130 a shard was stopped before all its attempts ended."
+)]
+pub struct MergeArgs {
+    /// The shards' output directories (each holds suite.json), or one whole-suite directory.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+
+    /// Report the attempts of shards not given as not run, instead of refusing.
+    #[arg(long)]
+    pub allow_missing: bool,
+
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write a JUnit XML report here.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// Write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+
+    /// Lowest pass rate (0..1) that still exits 0.
+    #[arg(long, default_value_t = 1.0)]
+    pub min_pass_rate: f64,
+
+    /// Exit 2 when any infrastructure error happened (`--fail-on-error=false` to only count passes).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    pub fail_on_error: bool,
+}
+
+impl MergeArgs {
+    /// The merge's settings these flags describe.
+    pub fn settings(&self) -> MergeSettings {
+        MergeSettings {
+            dirs: self.dirs.clone(),
+            json: self.json.clone(),
+            junit: self.junit.clone(),
+            summary: self.summary.clone(),
+            min_pass_rate: self.min_pass_rate,
+            fail_on_error: self.fail_on_error,
+            allow_missing: self.allow_missing,
+        }
+    }
 }
 
 /// Flags of `runner gc`.
@@ -483,6 +547,64 @@ impl EvalArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn eval_of(argv: &[&str]) -> EvalArgs {
+        match Cli::try_parse_from(argv).unwrap().command {
+            Some(Command::Eval(e)) => *e,
+            other => panic!("not eval: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn eval_takes_task_paths_as_before_and_merge_as_a_subcommand() {
+        let e = eval_of(&[
+            "runner",
+            "eval",
+            "examples/tasks",
+            "--agent",
+            "oracle",
+            "-j",
+            "2",
+        ]);
+        assert!(e.action.is_none());
+        assert_eq!(e.paths, [PathBuf::from("examples/tasks")]);
+        assert_eq!((e.agent_kind, e.jobs), (AgentKind::Oracle, 2));
+        let e = eval_of(&["runner", "eval", "--agent", "nop", "a", "b"]);
+        assert_eq!(e.paths, [PathBuf::from("a"), PathBuf::from("b")]);
+        // A task directory named like the subcommand is reached by its path.
+        let e = eval_of(&["runner", "eval", "./merge"]);
+        assert!(e.action.is_none());
+
+        let e = eval_of(&[
+            "runner",
+            "eval",
+            "merge",
+            "s1",
+            "s2",
+            "--json",
+            "m.json",
+            "--min-pass-rate",
+            "0.5",
+            "--allow-missing",
+        ]);
+        let Some(EvalAction::Merge(m)) = e.action else {
+            panic!("merge expected")
+        };
+        let m = m.settings();
+        assert_eq!(m.dirs, [PathBuf::from("s1"), PathBuf::from("s2")]);
+        assert_eq!(m.json, Some(PathBuf::from("m.json")));
+        assert_eq!(
+            (m.min_pass_rate, m.allow_missing, m.fail_on_error),
+            (0.5, true, true)
+        );
+
+        // Each needs what it needs, and eval's flags are not merge's.
+        assert!(Cli::try_parse_from(["runner", "eval"]).is_err());
+        assert!(Cli::try_parse_from(["runner", "eval", "merge"]).is_err());
+        assert!(
+            Cli::try_parse_from(["runner", "eval", "merge", "s1", "--agent", "oracle"]).is_err()
+        );
+    }
 
     #[test]
     fn clap_defaults_are_the_config_defaults() {

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use runner::cli::{Cli, Command};
+use runner::cli::{Cli, Command, EvalAction};
 use runner::runtime::Shutdown;
 
 /// Runs before `main` (and before the async runtime starts its threads):
@@ -48,7 +48,10 @@ async fn run() -> ExitCode {
             r = runner::gc::run() => r.map(|clean| if clean { 0 } else { 2 }),
             _ = cancel.cancelled() => Ok(130),
         },
-        Some(Command::Eval(args)) => runner::eval::run(args.settings(), cancel).await,
+        Some(Command::Eval(args)) => match &args.action {
+            Some(EvalAction::Merge(m)) => runner::eval::merge::run(&m.settings()),
+            None => runner::eval::run(args.settings(), cancel).await,
+        },
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -40,6 +40,9 @@ pub struct Plan {
     pub b3_tasks: usize,
     pub b3_jobs: Vec<usize>,
     pub b3_rounds: usize,
+    /// Total jobs J of the sharding row: one process with `--jobs J`
+    /// against two `--shard` processes with `--jobs J/2` each.
+    pub b3_shard_jobs: usize,
     pub b4_steps: usize,
     pub b4_rounds: usize,
     pub b5_bytes: u64,
@@ -62,6 +65,7 @@ impl Plan {
             b3_tasks: pick(40, 8),
             b3_jobs: if quick { vec![1, 2] } else { vec![1, 2, 4, 8] },
             b3_rounds: pick(2, 1),
+            b3_shard_jobs: pick(4, 2),
             b4_steps: pick(500, 100),
             b4_rounds: pick(5, 1),
             b5_bytes: if quick { 64 << 20 } else { 1 << 30 },

@@ -1,12 +1,14 @@
 //! B3: suite throughput on trivial oracle tasks, `runner eval --jobs K`
-//! against a shell loop / `xargs -P K` of `docker run --rm`.
+//! against a shell loop / `xargs -P K` of `docker run --rm`; and the same
+//! suite as 2 concurrent shards (`--shard 1/2`, `--shard 2/2`, `--jobs
+//! J/2` each) against one process with `--jobs J`.
 //!
 //! Isolated on purpose: `runner eval` is built on another branch. When the
 //! binary has no `eval` subcommand, the runner side is reported as not
 //! available and the peer side is still measured.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use crate::Plan;
@@ -181,5 +183,105 @@ pub fn b3(plan: &Plan, tmp: &Path) -> Result<Vec<Row>, String> {
         "where throughput flattens (doubling K gains < 10 %)",
         format!("runner {}, peer {}", flat(&runner_med), flat(&peer_med)),
     ));
+    match eval {
+        Ok(()) => rows.extend(shards(plan, &dir, tmp)?),
+        Err(why) => rows.push(Row::unavailable("B3", "2 concurrent shards", why)),
+    }
     Ok(rows)
+}
+
+/// `runner eval` of the bench suite with `--jobs jobs` and `extra` flags,
+/// run directories under `out`, ready to spawn.
+fn eval_cmd(
+    plan: &Plan,
+    dir: &Path,
+    tmp: &Path,
+    jobs: usize,
+    out: &Path,
+    extra: &[&str],
+) -> Command {
+    let mut cmd = Command::new(&plan.runner_bin);
+    cmd.arg("eval")
+        .arg(dir)
+        .args(["--agent", "oracle", "--jobs", &jobs.to_string()])
+        .args(extra)
+        .arg("--output-dir")
+        .arg(out)
+        .current_dir(tmp)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}
+
+/// Wall time of the two shards run at once, both of which must pass.
+fn shard_pair(
+    plan: &Plan,
+    dir: &Path,
+    tmp: &Path,
+    half: usize,
+    round: usize,
+) -> Result<f64, String> {
+    let t0 = Instant::now();
+    let mut children = Vec::new();
+    for i in 1..=2 {
+        let out = tmp.join(format!("b3-shards-{round}/shard-{i}"));
+        let shard = format!("{i}/2");
+        let mut cmd = eval_cmd(plan, dir, tmp, half, &out, &["--shard", &shard]);
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run runner eval --shard {shard}: {e}"))?;
+        children.push((shard, child));
+    }
+    // Both are waited for before judging either: none is left running.
+    let waited: Vec<(String, std::io::Result<std::process::ExitStatus>)> = children
+        .into_iter()
+        .map(|(s, mut c)| (s, c.wait()))
+        .collect();
+    let wall = t0.elapsed().as_secs_f64() * 1e3;
+    for (shard, status) in waited {
+        match status {
+            Ok(st) if st.success() => {}
+            Ok(st) => return Err(format!("runner eval --shard {shard} exited {st}")),
+            Err(e) => return Err(format!("waiting for runner eval --shard {shard}: {e}")),
+        }
+    }
+    Ok(wall)
+}
+
+/// The sharding row: the suite as 2 shards at once, `--jobs J/2` each,
+/// against one process with `--jobs J` (the same total jobs), interleaved.
+fn shards(plan: &Plan, dir: &Path, tmp: &Path) -> Result<Vec<Row>, String> {
+    let (n, j) = (plan.b3_tasks, plan.b3_shard_jobs);
+    let half = (j / 2).max(1);
+    let (mut one, mut two) = (Samples::default(), Samples::default());
+    for round in 0..plan.b3_rounds {
+        let out = tmp.join(format!("b3-single-{round}"));
+        let t0 = Instant::now();
+        let status = eval_cmd(plan, dir, tmp, j, &out, &[])
+            .status()
+            .map_err(|e| format!("cannot run runner eval --jobs {j}: {e}"))?;
+        if !status.success() {
+            return Err(format!("runner eval --jobs {j} exited {status}"));
+        }
+        one.push(throughput(n, t0.elapsed().as_secs_f64() * 1e3));
+        two.push(throughput(n, shard_pair(plan, dir, tmp, half, round)?));
+    }
+    let single = Row::new(
+        "B3",
+        format!("{n} tasks: one runner eval --jobs {j}"),
+        "tasks/s",
+        &one,
+    );
+    let sharded = Row::new(
+        "B3",
+        format!("{n} tasks: 2 concurrent shards, --jobs {half} each"),
+        "tasks/s",
+        &two,
+    )
+    .versus(&single)
+    .note(format!(
+        "ratio: shards / one process, same total jobs ({j}) on one engine"
+    ));
+    Ok(vec![sharded, single])
 }

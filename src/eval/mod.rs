@@ -13,6 +13,7 @@ pub mod harbor_job;
 pub mod health;
 pub mod image;
 pub mod manifest;
+pub mod merge;
 pub mod mode;
 pub mod oracle;
 pub mod outcome;
@@ -369,20 +370,49 @@ fn write_reports(
         Some(rt) => format!("runner eval ({}, runtime {rt})", args.agent_kind.as_str()),
         None => format!("runner eval ({})", args.agent_kind.as_str()),
     };
+    let files = ReportFiles {
+        json: args.json.as_deref(),
+        junit: args.junit.as_deref(),
+        summary: args.summary.as_deref(),
+        title: &title,
+    };
+    write_report_files(&files, attempts, tasks, totals, meta, elapsed, redactor)
+}
+
+/// Where a suite's reports go (each optional) and the Markdown's title.
+pub struct ReportFiles<'a> {
+    pub json: Option<&'a std::path::Path>,
+    pub junit: Option<&'a std::path::Path>,
+    pub summary: Option<&'a std::path::Path>,
+    pub title: &'a str,
+}
+
+/// Writes the JSON, JUnit and Markdown reports, and appends the Markdown
+/// to `$GITHUB_STEP_SUMMARY` when set (`runner eval` and `runner eval
+/// merge` both).
+pub fn write_report_files(
+    files: &ReportFiles,
+    attempts: &[Attempt],
+    tasks: &[report::TaskSummary],
+    totals: &report::Totals,
+    meta: serde_json::Value,
+    elapsed: std::time::Duration,
+    redactor: &Redactor,
+) -> Result<(), EvalError> {
     // Every report is attempted even when an earlier one fails; the first
     // failure is returned at the end.
     let mut first_err: Option<EvalError> = None;
-    let mut wrote = |path: &PathBuf, r: std::io::Result<()>| {
+    let mut wrote = |path: &std::path::Path, r: std::io::Result<()>| {
         if let Err(source) = r {
             let e = EvalError::Write {
-                path: path.clone(),
+                path: path.to_path_buf(),
                 source,
             };
             tracing::warn!("{e}");
             first_err.get_or_insert(e);
         }
     };
-    if let Some(p) = &args.json {
+    if let Some(p) = files.json {
         let v = report::json_report(attempts, tasks, totals, meta);
         let text = serde_json::to_string_pretty(&v).map_err(std::io::Error::other);
         wrote(
@@ -390,13 +420,13 @@ fn write_reports(
             text.and_then(|t| report::write(p, &redactor.redact_json(&t))),
         );
     }
-    if let Some(p) = &args.junit {
+    if let Some(p) = files.junit {
         let xml = report::junit(attempts, elapsed).map_err(std::io::Error::other);
         wrote(p, xml.and_then(|x| report::write(p, &redactor.redact(&x))));
     }
-    let md = report::markdown(attempts, totals, &title);
+    let md = report::markdown(attempts, totals, files.title);
     let md = redactor.redact(&md);
-    if let Some(p) = &args.summary {
+    if let Some(p) = files.summary {
         wrote(p, report::write(p, &md));
     }
     if let Some(p) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {

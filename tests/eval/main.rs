@@ -21,6 +21,7 @@ mod modes;
 mod scale;
 mod schema;
 mod seed;
+mod shards;
 mod suite;
 mod tamper;
 mod timeouts;
