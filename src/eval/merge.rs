@@ -177,7 +177,7 @@ fn collect(dir: &Path, m: &SuiteManifest) -> Collected {
                     n,
                     run_dir,
                     format!(
-                        "interrupted: no {ATTEMPT_FILE} (the shard was stopped, or skipped it for --suite-max-cost, before this attempt ended)"
+                        "interrupted: no {ATTEMPT_FILE} (the shard was stopped before this attempt ended)"
                     ),
                 ),
             };

@@ -124,13 +124,20 @@ pub fn prior(run_path: &Path) -> std::io::Result<Prior> {
         .as_ref()
         .map(|a| a.earlier_tries.clone())
         .unwrap_or_default();
+    // Skipped by the budget: it never ran, so there is no try to keep, only
+    // its record (a directory holding anything else is kept as a try).
+    if record.as_ref().is_some_and(|a| a.status == Status::Skipped) {
+        std::fs::remove_file(run_path.join(manifest::ATTEMPT_FILE))?;
+        if std::fs::remove_dir(run_path).is_ok() {
+            return Ok(Prior::Run(earlier));
+        }
+    }
     if std::fs::symlink_metadata(run_path).is_ok() {
         let kept = move_aside(run_path)?;
         earlier.push(EarlierTry {
             run_dir: kept,
             status: match record.as_ref().map(|a| a.status) {
                 Some(Status::Error) => Status::Error,
-                Some(Status::Skipped) => Status::Skipped,
                 _ => Status::Interrupted,
             },
             error: record.and_then(|a| a.error),
@@ -236,6 +243,11 @@ mod tests {
         assert_eq!(e[1].status, Status::Error);
         assert_eq!(e[1].error.as_deref(), Some("engine"));
         assert!(e[1].run_dir.ends_with("1.try2"));
+        // Skipped by the budget: run, with no try counted.
+        let s = Attempt::not_run("t", 1, run.clone(), Status::Skipped, "budget".into());
+        manifest::write_attempt(&s).unwrap();
+        assert!(matches!(prior(&run).unwrap(), Prior::Run(e) if e.len() == 2));
+        assert!(!run.exists());
         // A fail is a verdict.
         let f = Attempt::not_run("t", 1, run.clone(), Status::Fail, String::new());
         manifest::write_attempt(&f).unwrap();

@@ -153,10 +153,9 @@ pub async fn run_all(
                 } else {
                     tries(&ctx, &task, &image, n, run_path, earlier, &shared, &cancel).await
                 };
-                // A skipped attempt never ran: no record, so a resume runs it.
-                if a.status != Status::Skipped {
-                    record(&a);
-                }
+                // A skipped attempt's record says why (merge reads it); a
+                // resume runs it without counting a try.
+                record(&a);
                 announce(&ctx.progress, total, &a, "", &ctx.redactor);
                 a
             });

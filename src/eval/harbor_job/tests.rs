@@ -117,7 +117,15 @@ fn a_suite_becomes_a_job_with_harbors_stats() {
     let dir = base.path().join("jobs/suite");
     let tasks = [info("t1"), info("t2"), info("t3")];
     let redactor = Redactor::new(vec![]).expect("redactor");
-    write(&dir, &attempts, &tasks, &meta(AgentKind::Oracle), &redactor, false).expect("writes");
+    write(
+        &dir,
+        &attempts,
+        &tasks,
+        &meta(AgentKind::Oracle),
+        &redactor,
+        false,
+    )
+    .expect("writes");
 
     let job = read(&dir.join("result.json"));
     assert_eq!(job["n_total_trials"], 5);
@@ -234,7 +242,15 @@ fn secrets_in_errors_are_redacted_from_the_layout() {
     a.error = Some("image: pull failed with token sk-secret-123".into());
     let dir = base.path().join("job");
     let redactor = Redactor::new(vec!["sk-secret-123".into()]).expect("redactor");
-    write(&dir, &[a], &[info("t")], &meta(AgentKind::Nop), &redactor, false).expect("writes");
+    write(
+        &dir,
+        &[a],
+        &[info("t")],
+        &meta(AgentKind::Nop),
+        &redactor,
+        false,
+    )
+    .expect("writes");
     for f in ["t__a1/result.json", "t__a1/exception.txt"] {
         let text = std::fs::read_to_string(dir.join(f)).expect(f);
         assert!(!text.contains("sk-secret-123"), "{f}: {text}");
