@@ -45,6 +45,24 @@ pub enum Command {
     Gc(GcArgs),
     /// Run a suite of Harbor-format tasks, each in its own sandbox, grade each in a fresh one, and report.
     Eval(Box<EvalArgs>),
+    /// Write one self-contained HTML page (no network needed) for a run directory or an eval output directory.
+    View(ViewArgs),
+}
+
+/// Flags of `runner view`.
+#[derive(Debug, Clone, Args)]
+pub struct ViewArgs {
+    /// A run directory (holding trajectory.jsonl) or an eval output directory (holding suite.json).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// Where to write the page (default: DIR/view.html).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Open the page with xdg-open once written.
+    #[arg(long)]
+    pub open: bool,
 }
 
 /// Flags of `runner eval`.
@@ -159,6 +177,10 @@ pub struct EvalArgs {
     /// Write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
+
+    /// Write the suite's HTML page here (the page `runner view DIR` writes).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 
     /// Lowest pass rate (0..1) that still exits 0.
     #[arg(long, default_value_t = 1.0)]
@@ -469,6 +491,7 @@ impl EvalArgs {
             json: self.json.clone(),
             junit: self.junit.clone(),
             summary: self.summary.clone(),
+            html: self.html.clone(),
             min_pass_rate: self.min_pass_rate,
             fail_on_error: self.fail_on_error,
         }

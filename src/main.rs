@@ -49,6 +49,9 @@ async fn run() -> ExitCode {
             _ = cancel.cancelled() => Ok(130),
         },
         Some(Command::Eval(args)) => runner::eval::run(args.settings(), cancel).await,
+        Some(Command::View(args)) => {
+            runner::view::run(&args.dir, args.output.as_deref(), args.open)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -68,6 +68,8 @@ pub enum EvalError {
     Exec(#[from] crate::exec::ExecError),
     #[error("{0}")]
     Manifest(#[from] manifest::ManifestError),
+    #[error("--html: {0}")]
+    Html(String),
     #[error("{} already holds a suite's results", .0.display())]
     OutputInUse(PathBuf),
     #[error("--resume {}: not the same suite: {detail}", dir.display())]
@@ -98,6 +100,9 @@ impl EvalError {
                 Some("or use --agent oracle / --agent nop, which need no model")
             }
             EvalError::Config(e) => e.hint(),
+            EvalError::Html(_) => {
+                Some("choose a writable --html FILE; `runner view DIR` writes the page again")
+            }
             EvalError::OutputInUse(_) => {
                 Some("add --resume DIR to continue that suite, or choose another --output-dir")
             }
@@ -281,9 +286,15 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         "retry_errors": args.retry_errors,
         "suite_max_cost_usd": args.suite_max_cost_usd,
     });
-    write_reports(
+    let reports = write_reports(
         &args, &attempts, &task_sums, &totals, meta, elapsed, &redactor,
-    )?;
+    );
+    // The page reads back the records just written in out_dir.
+    if let Some(p) = &args.html {
+        crate::view::write(&out_dir, p, Some(&redactor))
+            .map_err(|e| EvalError::Html(e.to_string()))?;
+    }
+    reports?;
     eprintln!("runs: {}", visible(&out_dir.display().to_string()));
 
     Ok(if cancel.is_cancelled() {

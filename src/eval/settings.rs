@@ -81,6 +81,8 @@ pub struct EvalSettings {
     pub json: Option<PathBuf>,
     pub junit: Option<PathBuf>,
     pub summary: Option<PathBuf>,
+    /// `--html`: the suite's page (see [`crate::view`]).
+    pub html: Option<PathBuf>,
     pub min_pass_rate: f64,
     pub fail_on_error: bool,
 }
