@@ -132,6 +132,22 @@ impl Html {
         self
     }
 
+    /// Appends `<div class="reason">` of `text` cut at `max` bytes,
+    /// saying what was cut.
+    pub fn reason(&mut self, text: &str, max: usize) -> &mut Html {
+        let (shown, cut) = cap_str(text, max);
+        self.el("div", "reason", shown);
+        if cut {
+            let note = format!(
+                "cut: {} of {} shown",
+                bytes(shown.len() as u64),
+                bytes(text.len() as u64)
+            );
+            self.el("p", "cut", &note);
+        }
+        self
+    }
+
     /// Bytes written so far.
     pub fn len(&self) -> usize {
         self.out.len()

@@ -71,7 +71,7 @@ fn fact(h: &mut Html, k: &str, v: &str) {
 
 fn facts(h: &mut Html, a: &Attempt) {
     if let Some(r) = reason(a) {
-        h.el("div", "reason", &r);
+        h.reason(&r, MAX_TEXT_BYTES);
     }
     h.raw("<dl class=\"facts\">");
     fact(

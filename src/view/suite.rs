@@ -6,7 +6,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::html::{Html, millis};
+use super::conversation::MAX_TEXT_BYTES;
+use super::html::{Html, cap_str, millis};
+
+/// Most bytes of a reason in the table (the failures list has 64 KiB).
+const MAX_CELL_BYTES: usize = 1024;
 use super::load::SuiteData;
 use super::section;
 use crate::eval::outcome::Attempt;
@@ -156,7 +160,7 @@ pub fn render(s: &SuiteData, budget: usize) -> (String, String, Html, serde_json
             h.raw(" ")
                 .el("span", &format!("st st-{}", r.status), r.status);
             if let Some(why) = &r.reason {
-                h.el("div", "reason", why);
+                h.reason(why, MAX_TEXT_BYTES);
             }
             h.raw("</li>");
         }
@@ -247,7 +251,11 @@ pub fn render(s: &SuiteData, budget: usize) -> (String, String, Html, serde_json
                 "steps": rec.map_or(0, |a| a.steps),
                 "cost_usd": rec.map_or(0.0, |a| a.cost_usd),
                 "phases": rec.map(|a| json!(a.phases)).unwrap_or(json!({})),
-                "reason": r.reason,
+                // The table's cell; the failures list has it in full.
+                "reason": r.reason.as_deref().map(|t| {
+                    let (shown, cut) = cap_str(t, MAX_CELL_BYTES);
+                    if cut { format!("{shown}...") } else { shown.to_string() }
+                }),
             })
         })
         .collect();

@@ -209,7 +209,7 @@ fn a_hostile_suite_renders_inert_failures_first_with_every_attempt() {
     trajectory(&bad.run_dir, "x");
     write_attempt(&bad).unwrap();
     let mut err = attempt(dir, HOSTILE_NAME, 2, Status::Error);
-    err.error = Some(format!("the engine said {HOSTILE}"));
+    err.error = Some(format!("the engine said {HOSTILE}{}", "e".repeat(100_000)));
     write_attempt(&err).unwrap();
     let page = render(dir).unwrap();
     assert_inert(&page);
@@ -236,6 +236,13 @@ fn a_hostile_suite_renders_inert_failures_first_with_every_attempt() {
     assert_eq!(rows[0]["task"], HOSTILE_NAME);
     assert_eq!(rows[0]["status"], "fail");
     assert_eq!(rows[1]["status"], "error");
+    // A long reason is cut in the table's data and in the page, saying so.
+    assert!(rows[1]["reason"].as_str().unwrap().len() < 1100);
+    assert_eq!(
+        page.matches("cut: 64.0 KiB of 97.7 KiB shown").count(),
+        2,
+        "the failures list and the section"
+    );
     assert_eq!(rows[5]["status"], "pass");
     for want in [
         "Tamper signals",
