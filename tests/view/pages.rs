@@ -223,6 +223,22 @@ fn a_single_run_reads_in_chromium_and_wrong_dirs_are_refused() {
     assert!(dom.contains("exit 3") && dom.contains("out-line"), "{dom}");
     assert!(dom.contains("run finished: completed"));
 
+    // --open with no xdg-open on PATH: the page is written and the user
+    // told how to open it.
+    let empty = tempfile::tempdir().unwrap();
+    let o = run(d
+        .runner()
+        .env("PATH", empty.path())
+        .args(["view", "rd", "--open", "-o", "o.html"]));
+    o.expect_code(0);
+    assert!(d.path().join("o.html").is_file());
+    assert!(
+        o.stderr()
+            .contains("xdg-open is not installed; open file://"),
+        "{}",
+        o.explain()
+    );
+
     for (dir, want) in [
         ("missing", "cannot open"),
         (
