@@ -46,6 +46,24 @@ pub enum Command {
     Gc(GcArgs),
     /// Run a suite of Harbor-format tasks, each in its own sandbox, grade each in a fresh one, and report.
     Eval(Box<EvalArgs>),
+    /// Write one self-contained HTML page (no network needed) for a run directory or an eval output directory.
+    View(ViewArgs),
+}
+
+/// Flags of `runner view`.
+#[derive(Debug, Clone, Args)]
+pub struct ViewArgs {
+    /// A run directory (holding trajectory.jsonl) or an eval output directory (holding suite.json).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// Where to write the page (default: DIR/view.html).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Open the page with xdg-open once written.
+    #[arg(long)]
+    pub open: bool,
 }
 
 /// Flags of `runner eval`.
@@ -167,9 +185,13 @@ pub struct EvalArgs {
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
 
-    /// Also write the results in Harbor's job layout here (DIR/result.json, DIR/<task>__a<n>/result.json, verifier/, agent/), for Harbor's own tools (`harbor view`); DIR must not exist or be empty.
+    /// Also write the results in Harbor's job layout here (DIR/result.json, DIR/<task>__a<n>/result.json, verifier/, agent/), for Harbor's own tools (`harbor view`); DIR must not exist or be empty (with --resume, the layout runner wrote there is replaced).
     #[arg(long, value_name = "DIR")]
     pub harbor_job: Option<PathBuf>,
+
+    /// Write the suite's HTML page here (the page `runner view DIR` writes).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 
     /// Lowest pass rate (0..1) that still exits 0.
     #[arg(long, default_value_t = 1.0)]
@@ -212,6 +234,10 @@ pub struct MergeArgs {
     /// Write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
+
+    /// Write the suite's HTML page here (the page `runner view DIR` writes).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 
     /// Lowest pass rate (0..1) that still exits 0.
     #[arg(long, default_value_t = 1.0)]
@@ -538,6 +564,7 @@ impl EvalArgs {
             junit: self.junit.clone(),
             summary: self.summary.clone(),
             harbor_job: self.harbor_job.clone(),
+            html: self.html.clone(),
             min_pass_rate: self.min_pass_rate,
             fail_on_error: self.fail_on_error,
         }

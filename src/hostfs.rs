@@ -107,6 +107,90 @@ impl HostDir {
     }
 }
 
+/// A directory runner reads back (a run or eval output directory, which
+/// a sandbox's doing may have put links in): opened, and everything in it
+/// opened, with `O_NOFOLLOW` relative to its handle.
+#[derive(Debug)]
+pub struct ReadDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+/// The start of a file read with a cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capped {
+    /// Up to the cap's bytes, as UTF-8 (invalid sequences replaced).
+    pub text: String,
+    /// The file's size in bytes.
+    pub total_bytes: u64,
+    /// Whether `text` is only the start of the file.
+    pub truncated: bool,
+}
+
+impl ReadDir {
+    /// Opens the directory `path`. Its parents are the user's own path and
+    /// are resolved as usual; the directory itself must not be a link.
+    pub fn open(path: &Path) -> io::Result<ReadDir> {
+        let fd = nix::fcntl::open(path, DIR_FLAGS, Mode::empty())
+            .map_err(|e| nix_err(e, "opening", path))?;
+        Ok(ReadDir {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens the subdirectory `name`; a link there is refused.
+    pub fn dir(&self, name: &str) -> io::Result<ReadDir> {
+        check_name(name)?;
+        let path = self.path.join(name);
+        let fd = openat(&self.fd, name, DIR_FLAGS, Mode::empty())
+            .map_err(|e| nix_err(e, "opening", &path))?;
+        Ok(ReadDir { fd, path })
+    }
+
+    /// Reads at most `cap` bytes of the regular file `name`: a link, a
+    /// FIFO or a device there is refused, never opened through or waited on.
+    pub fn read_capped(&self, name: &str, cap: u64) -> io::Result<Capped> {
+        use std::io::Read as _;
+        check_name(name)?;
+        let path = self.path.join(name);
+        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        let fd = openat(&self.fd, name, flags, Mode::empty())
+            .map_err(|e| nix_err(e, "opening", &path))?;
+        let file = File::from(fd);
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a regular file", path.display()),
+            ));
+        }
+        let mut bytes = Vec::new();
+        file.take(cap).read_to_end(&mut bytes)?;
+        let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        Ok(Capped {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            total_bytes: meta.len().max(read),
+            truncated: meta.len() > read,
+        })
+    }
+
+    /// Whether `name` is here as a regular file or directory (not a link).
+    pub fn has(&self, name: &str) -> bool {
+        check_name(name).is_ok()
+            && nix::sys::stat::fstatat(&self.fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| {
+                    let kind = st.st_mode & nix::libc::S_IFMT;
+                    kind == nix::libc::S_IFREG || kind == nix::libc::S_IFDIR
+                })
+    }
+
+    /// Where this directory is, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
 /// A run's output directory with its byte budget.
 #[derive(Debug, Clone)]
 pub struct OutputDir {
@@ -265,5 +349,31 @@ mod tests {
         assert_eq!(b.take_budget(60), 40);
         assert_eq!(a.take_budget(1), 0);
         assert_eq!(out.remaining(), 0);
+    }
+
+    #[test]
+    fn reads_back_refuse_links_and_fifos_and_stop_at_the_cap() {
+        let base = tempfile::tempdir().expect("tempdir");
+        std::fs::write(base.path().join("log"), "0123456789").expect("write");
+        std::os::unix::fs::symlink(base.path().join("log"), base.path().join("link"))
+            .expect("link");
+        nix::unistd::mkfifo(&base.path().join("fifo"), Mode::from_bits_truncate(0o644))
+            .expect("fifo");
+        std::fs::create_dir(base.path().join("sub")).expect("mkdir");
+        std::os::unix::fs::symlink(base.path().join("sub"), base.path().join("sublink"))
+            .expect("link");
+        let dir = ReadDir::open(base.path()).expect("open");
+        let c = dir.read_capped("log", 4).expect("read");
+        assert_eq!(
+            (c.text.as_str(), c.total_bytes, c.truncated),
+            ("0123", 10, true)
+        );
+        assert!(!dir.read_capped("log", 100).expect("read").truncated);
+        assert!(dir.read_capped("link", 100).is_err());
+        assert!(dir.read_capped("fifo", 100).is_err());
+        assert!(dir.read_capped("../log", 100).is_err());
+        assert!(dir.dir("sub").is_ok() && dir.dir("sublink").is_err());
+        assert!(dir.has("log") && !dir.has("link") && !dir.has("missing"));
+        assert!(ReadDir::open(&base.path().join("sublink")).is_err());
     }
 }

@@ -25,4 +25,5 @@ pub mod runtime;
 pub mod terminal;
 pub mod tools;
 pub mod trajectory;
+pub mod view;
 pub mod workspace;

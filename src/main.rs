@@ -52,6 +52,9 @@ async fn run() -> ExitCode {
             Some(EvalAction::Merge(m)) => runner::eval::merge::run(&m.settings()),
             None => runner::eval::run(args.settings(), cancel).await,
         },
+        Some(Command::View(args)) => {
+            runner::view::run(&args.dir, args.output.as_deref(), args.open)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -69,6 +69,8 @@ pub enum EvalError {
     Exec(#[from] crate::exec::ExecError),
     #[error("{0}")]
     Manifest(#[from] manifest::ManifestError),
+    #[error("--html: {0}")]
+    Html(String),
     #[error("{} already holds a suite's results", .0.display())]
     OutputInUse(PathBuf),
     #[error("--resume {}: not the same suite: {detail}", dir.display())]
@@ -104,6 +106,9 @@ impl EvalError {
                 Some("or use --agent oracle / --agent nop, which need no model")
             }
             EvalError::Config(e) => e.hint(),
+            EvalError::Html(_) => {
+                Some("choose a writable --html FILE; `runner view DIR` writes the page again")
+            }
             EvalError::OutputInUse(_) => {
                 Some("add --resume DIR to continue that suite, or choose another --output-dir")
             }
@@ -303,9 +308,15 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
     });
     // A resumed suite began with its first run.
     let suite_started = suite.started_at.with_timezone(&chrono::Utc);
-    write_reports(
+    let reports = write_reports(
         &args, &attempts, &task_sums, &totals, meta, elapsed, &redactor,
-    )?;
+    );
+    // The page reads back the records just written in out_dir.
+    if let Some(p) = &args.html {
+        crate::view::write(&out_dir, p, Some(&redactor))
+            .map_err(|e| EvalError::Html(e.to_string()))?;
+    }
+    reports?;
     if let (Some(dir), Some(infos)) = (&args.harbor_job, &harbor_tasks) {
         let meta = harbor_job::HarborJobMeta {
             agent: args.agent_kind,

@@ -83,6 +83,8 @@ pub struct EvalSettings {
     pub summary: Option<PathBuf>,
     /// `--harbor-job DIR`: also write the results in Harbor's job layout.
     pub harbor_job: Option<PathBuf>,
+    /// `--html`: the suite's page (see [`crate::view`]).
+    pub html: Option<PathBuf>,
     pub min_pass_rate: f64,
     pub fail_on_error: bool,
 }
