@@ -79,6 +79,8 @@ pub enum ConfigError {
     EgressWithoutAllowlist(String),
     #[error("--network allowlist needs at least one --allow-host")]
     AllowlistWithoutHosts,
+    #[error("--egress-network '{0}' is not the name of an engine network")]
+    BadEgressNetwork(String),
 }
 
 /// The network of `sb` and its validated allowlist: any `--allow-host`
@@ -95,6 +97,13 @@ fn egress_choice(sb: &SandboxOptions) -> Result<(Network, Vec<String>), ConfigEr
     }
     if sb.network == Network::Bridge {
         return Err(ConfigError::AllowHostWithBridge);
+    }
+    if let Some(n) = sb
+        .egress_network
+        .as_ref()
+        .filter(|n| !crate::exec::egress::is_egress_network_name(n))
+    {
+        return Err(ConfigError::BadEgressNetwork(n.clone()));
     }
     let hosts = crate::exec::egress::normalize_host_patterns(&sb.allowed_hosts)?;
     Ok((Network::Allowlist, hosts))
@@ -117,6 +126,10 @@ impl ConfigError {
             ConfigError::AllowHost(e) => Some(e.hint()),
             ConfigError::AllowHostWithBridge => Some(
                 "drop --network bridge: --allow-host gives the sandbox only the names it lists",
+            ),
+            ConfigError::BadEgressNetwork(_) => Some(
+                "give the name of an existing, non-internal network (`docker network ls`); \
+                 not host or none",
             ),
             ConfigError::EgressWithoutAllowlist(_) | ConfigError::AllowlistWithoutHosts => {
                 Some("name the hosts the sandbox may reach with --allow-host NAME")

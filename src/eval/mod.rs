@@ -118,6 +118,13 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
     let base = base_config(&args);
     // Fail fast on settings every attempt would reject.
     let probe = base.build()?;
+    if let Some(n) = args
+        .egress_network
+        .as_ref()
+        .filter(|n| !crate::exec::egress::is_egress_network_name(n))
+    {
+        return Err(ConfigError::BadEgressNetwork(n.clone()).into());
+    }
     if args.agent_kind == AgentKind::Model {
         // A missing key or an unreadable script fails the suite, not each attempt.
         crate::runtime::build_model(&probe)?;

@@ -119,6 +119,19 @@ fn is_dns_name(name: &str) -> bool {
             .is_some_and(|l| l.starts_with(|c: char| c.is_ascii_lowercase()))
 }
 
+/// Whether `name` can name the engine network an egress proxy reaches out
+/// through: a plain object name (letters, digits, `-`, `_`, `.`), and not
+/// `host` or `none` (`bridge`, the default, is one).
+pub fn is_egress_network_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name != "host"
+        && name != "none"
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
 /// Whether the (normalized) `pattern` admits `host`, the name a client
 /// asked for: exactly, or below the domain of a `*.` pattern.
 pub fn host_matches(pattern: &str, host: &str) -> bool {
@@ -186,6 +199,16 @@ mod tests {
         }
         let long = format!("{}.com", "a".repeat(64));
         assert!(matches!(err(&long), E::NotAName(_)));
+    }
+
+    #[test]
+    fn egress_networks_are_plain_names() {
+        for ok in ["bridge", "runner-test-egress-1", "my_net.2"] {
+            assert!(is_egress_network_name(ok), "{ok}");
+        }
+        for bad in ["", "host", "none", "container:abc", "a b", "a/b"] {
+            assert!(!is_egress_network_name(bad), "{bad}");
+        }
     }
 
     #[test]

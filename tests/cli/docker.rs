@@ -795,3 +795,49 @@ fn a_sigkilled_allowlisted_run_leaves_its_proxy_and_network_to_gc() {
         assert!(!exists("network", n), "network {n} left{}", r.explain());
     }
 }
+
+#[test]
+fn ctrl_c_in_an_allowlisted_run_removes_its_proxy_and_network() {
+    use crate::support::egress::World;
+    let _s = serial();
+    if test_runtime_forces_no_network() {
+        return;
+    }
+    let world = World::new("sigint");
+    let d = Dir::new();
+    let s = script(
+        &d,
+        json!([{"tool_calls": [bash("sleep 600")]}, {"text": "never"}]),
+    );
+    let mut live = Live::spawn(docker_runner(&d, &s).args([
+        "--allow-host",
+        "allowed.runner-test",
+        "--egress-network",
+        &world.network,
+        "go",
+    ]));
+    let run_id = live.wait_for("run_started", Duration::from_secs(30))["run_id"]
+        .as_str()
+        .expect("run_id")
+        .to_string();
+    let container = container_of(&run_id);
+    wait_for_process(&container, "sleep 600");
+    let label = format!("label={}={run_id}", runner::exec::docker::LABEL_RUN_ID);
+    assert!(
+        !docker_cli(&["network", "ls", "-q", "--filter", &label]).is_empty(),
+        "the run has its egress network"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(live.child.id()).expect("pid fits i32")),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("send SIGINT");
+    let status = live.child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130), "{}", live.desc);
+    assert!(
+        containers_of_run(&run_id).is_empty(),
+        "sandbox or proxy left"
+    );
+    let networks = docker_cli(&["network", "ls", "-q", "--filter", &label]);
+    assert!(networks.is_empty(), "network left: {networks}");
+}

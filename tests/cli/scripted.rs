@@ -731,6 +731,11 @@ fn bad_allow_hosts_are_usage_errors_with_a_hint() {
             "without --allow-host",
             "--allow-host NAME",
         ),
+        (
+            vec!["--allow-host", "pypi.org", "--egress-network", "host"],
+            "not the name of an engine network",
+            "docker network ls",
+        ),
     ] {
         let r = run(d
             .runner()

@@ -129,6 +129,25 @@ async fn only_the_allowed_names_get_through_the_proxy() {
             out.output
         );
     }
+    // A client of its own (git over HTTP) honours the proxy variables: the
+    // allowed server's repository clones, the denied one's does not.
+    let out = run(
+        &ex,
+        "cd /tmp && git clone -q http://allowed.runner-test:8000/repo.git a && cat a/README; \
+         git clone -q http://denied.runner-test:8000/repo.git d; echo denied-exit=$?",
+        120.0,
+    )
+    .await;
+    assert!(
+        out.output.contains(ALLOWED_BODY) && out.output.contains("denied-exit=128"),
+        "{}",
+        out.output
+    );
+    assert!(
+        out.output.contains("403"),
+        "git names the refusal: {}",
+        out.output
+    );
     // Only the sandbox's network may use the proxy: the test's network
     // (the proxy's way out) is refused by its ACL.
     let proxy_ip = crate::support::docker::docker_cli(&[

@@ -2,7 +2,8 @@
 //! the test's own, an "allowed" server (aliases `allowed.runner-test`,
 //! `alias-of-allowed.runner-test`, `a.wild.runner-test`,
 //! `wild.runner-test`) and a "denied" one (`denied.runner-test`), each
-//! `python3 -m http.server` of the bookworm image answering its own name.
+//! `python3 -m http.server` of the bookworm image answering its own name
+//! (`index.html`) and serving a git repository (`repo.git`, dumb HTTP).
 //! Nothing else is ever contacted. Dropping it removes the servers and the
 //! network, also when the test failed.
 
@@ -99,8 +100,14 @@ impl World {
             BOOKWORM.to_string(),
             "sh".into(),
             "-c".into(),
+            // A page, and a git repository served over git's dumb HTTP
+            // protocol (a package-manager-like client through the proxy).
             format!(
-                "mkdir -p /tmp/www && echo {body} > /tmp/www/index.html && \
+                "set -e; mkdir -p /tmp/www /tmp/src && echo {body} > /tmp/www/index.html && \
+                 cd /tmp/src && git init -q && echo {body} > README && git add README && \
+                 git -c user.name=t -c user.email=t@t commit -qm init && \
+                 git clone -q --bare /tmp/src /tmp/www/repo.git && \
+                 git -C /tmp/www/repo.git update-server-info && \
                  exec python3 -m http.server {PORT} --directory /tmp/www"
             ),
         ]);

@@ -602,9 +602,12 @@ impl DockerExecutor {
         // If removal fails, `removed` stays false so Drop tries again.
         container::remove(&self.docker, &self.id).await?;
         self.removed.store(true, Ordering::SeqCst);
-        if let Some(e) = &self.egress {
-            e.stop().await?;
-        }
+        // The proxy and its network next; a failure is reported after the
+        // work is handed back (Egress's drop tries the removal again).
+        let egress_removed = match &self.egress {
+            Some(e) => e.stop().await,
+            None => Ok(()),
+        };
         if let Some(Workspace::Disk { disk }) = &self.workspace {
             // Nothing of the sandbox runs any more: its work comes back.
             let taken = disk.lock().ok().and_then(|mut d| d.take());
@@ -612,7 +615,7 @@ impl DockerExecutor {
                 finish_disk(d, collect).await?;
             }
         }
-        Ok(())
+        egress_removed
     }
 }
 
