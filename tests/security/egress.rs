@@ -81,6 +81,45 @@ async fn only_the_allowed_names_get_through_the_proxy() {
         "the loosenings name the hosts: {:?}",
         ex.loosenings()
     );
+    // The proxy as the engine runs it: hardened like a sandbox.
+    let inspect =
+        |fmt: &str| crate::support::docker::docker_cli(&["inspect", "--format", fmt, &proxy]);
+    assert_eq!(inspect("{{json .HostConfig.CapDrop}}"), "[\"ALL\"]");
+    assert_eq!(inspect("{{json .HostConfig.CapAdd}}"), "null");
+    assert_eq!(inspect("{{.HostConfig.ReadonlyRootfs}}"), "true");
+    assert_eq!(inspect("{{.HostConfig.Privileged}}"), "false");
+    assert!(inspect("{{json .HostConfig.SecurityOpt}}").contains("no-new-privileges"));
+    assert_eq!(inspect("{{.Config.User}}"), "65534:65534");
+    assert_eq!(inspect("{{.HostConfig.Memory}}"), (64u64 << 20).to_string());
+    assert!(
+        inspect("{{.HostConfig.PidsLimit}}")
+            .parse::<i64>()
+            .is_ok_and(|p| p > 0)
+    );
+    let nets = inspect("{{json .NetworkSettings.Networks}}");
+    assert!(
+        nets.contains(&network) && nets.contains(&world.network),
+        "the proxy is on the sandbox's network and the way out: {nets}"
+    );
+    let sandbox_nets = crate::support::docker::docker_cli(&[
+        "inspect",
+        "--format",
+        "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}",
+        ex.container_id(),
+    ]);
+    assert_eq!(
+        sandbox_nets.trim(),
+        network,
+        "the sandbox is on its network only"
+    );
+    let internal = crate::support::docker::docker_cli(&[
+        "network",
+        "inspect",
+        "--format",
+        "{{.Internal}}",
+        &network,
+    ]);
+    assert_eq!(internal, "true");
     let cmd = format!(
         "cat > /tmp/probe.py <<'PY'\n{PROBE}PY\npython3 /tmp/probe.py {}",
         world.allowed_ip
