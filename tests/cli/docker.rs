@@ -745,8 +745,7 @@ fn a_sigkilled_allowlisted_run_leaves_its_proxy_and_network_to_gc() {
     use crate::support::egress::{World, exists};
     let _s = serial();
     if test_runtime_forces_no_network() {
-        // Refused before anything starts (see the test above): nothing to
-        // leave behind.
+        assert_allowlist_refused_by_the_runtime();
         return;
     }
     let world = World::new("gc");
@@ -801,6 +800,7 @@ fn ctrl_c_in_an_allowlisted_run_removes_its_proxy_and_network() {
     use crate::support::egress::World;
     let _s = serial();
     if test_runtime_forces_no_network() {
+        assert_allowlist_refused_by_the_runtime();
         return;
     }
     let world = World::new("sigint");
@@ -840,4 +840,21 @@ fn ctrl_c_in_an_allowlisted_run_removes_its_proxy_and_network() {
     );
     let networks = docker_cli(&["network", "ls", "-q", "--filter", &label]);
     assert!(networks.is_empty(), "network left: {networks}");
+}
+
+/// On a runtime registered with `--network=none` no sandbox has a network:
+/// an allowlisted run is refused before anything starts, saying so.
+fn assert_allowlist_refused_by_the_runtime() {
+    let d = Dir::new();
+    let s = script(&d, json!([{"text": "never"}]));
+    let r = run(docker_runner(&d, &s).args(["--allow-host", "allowed.runner-test", "go"]));
+    r.expect_code(2);
+    assert!(
+        r.stderr().contains("cannot give the sandbox a network")
+            && r.stderr().contains("--allow-host"),
+        "{}",
+        r.explain()
+    );
+    let run_id = run_id_of(&r.events());
+    assert!(containers_of_run(&run_id).is_empty(), "{}", r.explain());
 }
