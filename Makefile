@@ -4,21 +4,25 @@
 CARGO ?= cargo
 RUNNER := target/debug/runner
 
-.PHONY: demo-run all build test test-unit test-runsc lint fmt sandbox-image sandbox-tiny sandbox-full demo clean-runs bench bench-quick bench-images eval-demo harbor test-harbor
+.PHONY: demo-run all build test test-unit test-runsc lint fmt sandbox-image sandbox-tiny sandbox-full sandbox-proxy demo clean-runs bench bench-quick bench-images eval-demo harbor test-harbor
 
 all: build
 
 build:
 	$(CARGO) build
 
-## The project's own sandbox images, built from Debian packages (no registry needed).
-sandbox-image: sandbox-tiny sandbox-full
+## The project's own sandbox images, built from Debian packages (no registry needed), and the
+## egress proxy's image (tinyproxy) that --allow-host and allowlisted tasks need.
+sandbox-image: sandbox-tiny sandbox-full sandbox-proxy
 
 sandbox-tiny:
 	bash sandbox/build-tiny.sh
 
 sandbox-full:
 	bash sandbox/build-full.sh
+
+sandbox-proxy:
+	bash sandbox/build-proxy.sh
 
 ## Every test: unit, binary, model wire formats, and the docker executor against the real engine;
 ## then the docker security tests again on gVisor.

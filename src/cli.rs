@@ -101,9 +101,13 @@ pub struct EvalArgs {
     #[arg(long, value_name = "GLOB")]
     pub filter: Vec<String>,
 
-    /// Give a network to the tasks that allow internet (otherwise none has one).
+    /// Give a network to the tasks that allow internet (otherwise none has one): `public` tasks the bridge, `allowlist` tasks only their `allowed_hosts` through a filtering proxy.
     #[arg(long)]
     pub allow_internet: bool,
+
+    /// The engine network the egress proxy of allowlisted tasks reaches out through (default: the engine's bridge).
+    #[arg(long, value_name = "NAME")]
+    pub egress_network: Option<String>,
 
     /// CPUs of each sandbox, overriding the tasks' `cpus`.
     #[arg(long)]
@@ -316,6 +320,14 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = Network::None)]
     pub network: Network,
 
+    /// Let the sandbox reach this host name (repeatable; `*.example.com` for every name below example.com) through a filtering proxy, and nothing else. Refuses IP addresses, ports and URLs.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_host: Vec<String>,
+
+    /// The engine network the egress proxy of --allow-host reaches out through (default: the engine's bridge).
+    #[arg(long, value_name = "NAME")]
+    pub egress_network: Option<String>,
+
     /// CPUs for the container.
     #[arg(long, default_value_t = DEFAULT_CPUS)]
     pub cpus: f64,
@@ -452,6 +464,7 @@ value_enum!(BackendKind, BackendKind::ALL,
 value_enum!(Network, [Network::None, Network::Bridge],
     Network::None => ("none", "No network (only loopback)"),
     Network::Bridge => ("bridge", "The engine's default bridge network"),
+    Network::Allowlist => ("allowlist", "Only the --allow-host names, through a filtering proxy"),
 );
 value_enum!(WorkspaceMode, [WorkspaceMode::Auto, WorkspaceMode::Bind, WorkspaceMode::Copy],
     WorkspaceMode::Auto => ("auto", "Bind mount for a local engine, copy for a remote one"),
@@ -504,6 +517,8 @@ impl RunArgs {
                 backend: self.executor,
                 image: self.image.clone(),
                 network: self.network,
+                allowed_hosts: self.allow_host.clone(),
+                egress_network: self.egress_network.clone(),
                 cpus: self.cpus,
                 memory: self.memory.clone(),
                 pids_limit: self.pids_limit,
@@ -544,6 +559,7 @@ impl EvalArgs {
             attempts: self.attempts,
             filter: self.filter.clone(),
             allow_internet: self.allow_internet,
+            egress_network: self.egress_network.clone(),
             cpus: self.cpus,
             memory: self.memory.clone(),
             agent_timeout_secs: self.agent_timeout,

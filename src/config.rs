@@ -71,6 +71,42 @@ pub enum ConfigError {
     /// longer than the user allowed.
     #[error("--max-command-timeout {max} is lower than --timeout {timeout} (seconds)")]
     MaxBelowTimeout { timeout: u64, max: u64 },
+    #[error("--allow-host: {0}")]
+    AllowHost(#[from] crate::exec::egress::HostPatternError),
+    #[error("--allow-host and --network bridge exclude each other")]
+    AllowHostWithBridge,
+    #[error("--egress-network '{0}' without --allow-host does nothing")]
+    EgressWithoutAllowlist(String),
+    #[error("--network allowlist needs at least one --allow-host")]
+    AllowlistWithoutHosts,
+    #[error("--egress-network '{0}' is not the name of an engine network")]
+    BadEgressNetwork(String),
+}
+
+/// The network of `sb` and its validated allowlist: any `--allow-host`
+/// makes the sandbox's network an allowlist.
+fn egress_choice(sb: &SandboxOptions) -> Result<(Network, Vec<String>), ConfigError> {
+    if sb.allowed_hosts.is_empty() {
+        if let Some(n) = &sb.egress_network {
+            return Err(ConfigError::EgressWithoutAllowlist(n.clone()));
+        }
+        if sb.network == Network::Allowlist {
+            return Err(ConfigError::AllowlistWithoutHosts);
+        }
+        return Ok((sb.network, Vec::new()));
+    }
+    if sb.network == Network::Bridge {
+        return Err(ConfigError::AllowHostWithBridge);
+    }
+    if let Some(n) = sb
+        .egress_network
+        .as_ref()
+        .filter(|n| !crate::exec::egress::is_egress_network_name(n))
+    {
+        return Err(ConfigError::BadEgressNetwork(n.clone()));
+    }
+    let hosts = crate::exec::egress::normalize_host_patterns(&sb.allowed_hosts)?;
+    Ok((Network::Allowlist, hosts))
 }
 
 impl ConfigError {
@@ -87,6 +123,17 @@ impl ConfigError {
                 "give a size such as --disk 2g, or --disk unlimited to bind-mount the workspace as it is",
             ),
             ConfigError::BadMemory(_) => Some("give a size such as --memory 512m or --memory 2g"),
+            ConfigError::AllowHost(e) => Some(e.hint()),
+            ConfigError::AllowHostWithBridge => Some(
+                "drop --network bridge: --allow-host gives the sandbox only the names it lists",
+            ),
+            ConfigError::BadEgressNetwork(_) => Some(
+                "give the name of an existing, non-internal network (`docker network ls`); \
+                 not host or none",
+            ),
+            ConfigError::EgressWithoutAllowlist(_) | ConfigError::AllowlistWithoutHosts => {
+                Some("name the hosts the sandbox may reach with --allow-host NAME")
+            }
             ConfigError::UnknownTool(_) | ConfigError::NoTools => {
                 Some("--tools takes a comma list of: bash, edit (for example --tools bash,edit)")
             }
@@ -198,6 +245,11 @@ pub struct SandboxOptions {
     pub backend: BackendKind,
     pub image: String,
     pub network: Network,
+    /// `--allow-host`: host patterns as typed; any makes the network
+    /// [`Network::Allowlist`].
+    pub allowed_hosts: Vec<String>,
+    /// `--egress-network`.
+    pub egress_network: Option<String>,
     pub cpus: f64,
     /// A size such as `512m`, `2g` or a byte count.
     pub memory: String,
@@ -216,6 +268,8 @@ impl Default for SandboxOptions {
             backend: BackendKind::Docker,
             image: DEFAULT_IMAGE.to_string(),
             network: Network::None,
+            allowed_hosts: Vec::new(),
+            egress_network: None,
             cpus: DEFAULT_CPUS,
             memory: DEFAULT_MEMORY.to_string(),
             pids_limit: DEFAULT_PIDS_LIMIT,
@@ -247,6 +301,11 @@ pub struct ConfigBuilder {
 pub struct SandboxSettings {
     pub image: String,
     pub network: Network,
+    /// With [`Network::Allowlist`]: the validated host patterns.
+    pub allowed_hosts: Vec<String>,
+    /// With [`Network::Allowlist`]: the network its proxy reaches out
+    /// through; `None`: the backend's default.
+    pub egress_network: Option<String>,
     pub cpus: f64,
     pub memory_bytes: i64,
     pub pids_limit: i64,
@@ -362,6 +421,7 @@ impl ConfigBuilder {
                 })?),
                 (None, None) => None,
             };
+        let (network, allowed_hosts) = egress_choice(sb)?;
         Ok(Config {
             provider: a.provider,
             model: a
@@ -374,7 +434,9 @@ impl ConfigBuilder {
             executor: sb.backend,
             sandbox: SandboxSettings {
                 image: sb.image.clone(),
-                network: sb.network,
+                network,
+                allowed_hosts,
+                egress_network: sb.egress_network.clone(),
                 cpus: sb.cpus,
                 memory_bytes: parse_memory(&sb.memory)?,
                 pids_limit: sb.pids_limit,
@@ -425,6 +487,8 @@ impl Config {
             "executor": format!("{:?}", self.executor).to_lowercase(),
             "image": self.sandbox.image,
             "network": format!("{:?}", self.sandbox.network).to_lowercase(),
+            "allowed_hosts": self.sandbox.allowed_hosts,
+            "egress_network": self.sandbox.egress_network,
             "cpus": self.sandbox.cpus,
             "memory_bytes": self.sandbox.memory_bytes,
             "pids_limit": self.sandbox.pids_limit,

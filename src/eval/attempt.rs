@@ -22,7 +22,7 @@ use super::mode::GradingMode;
 use super::outcome::{Attempt, ErrorKind, Status};
 use super::seed::SeedCache;
 use super::settings::AgentKind;
-use super::task::Task;
+use super::task::{Task, TaskNetwork};
 use crate::agent::{Conversation, RunEnd};
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::event::{Event, Outcome};
@@ -81,6 +81,8 @@ pub struct AttemptCtx {
     pub agent_timeout_secs: Option<f64>,
     pub verifier_timeout_secs: Option<f64>,
     pub allow_internet: bool,
+    /// `--egress-network`: where allowlisted tasks' proxies reach out.
+    pub egress_network: Option<String>,
     /// `--grading`: overrides every task's own mode.
     pub grading: Option<GradingMode>,
     /// `--user`: overrides the tasks' `[agent] user` and the images' USER.
@@ -163,6 +165,9 @@ impl PhaseError {
                 | ExecError::ImageUnavailable { .. }
                 | ExecError::RuntimeUnavailable { .. }
                 | ExecError::RuntimeWithoutNetwork { .. }
+                | ExecError::ProxyImageMissing { .. }
+                | ExecError::EgressNetwork { .. }
+                | ExecError::AllowlistUnsupported { .. }
         )
     }
 }
@@ -502,11 +507,8 @@ fn fresh_spec<'a>(ctx: &'a AttemptCtx, p: &'a Prepared, image: &'a str) -> Grade
         uploads: Vec::new(),
         // The verifier's own network (`[verifier] network_mode`), given
         // only with --allow-internet, as the agent's.
-        network: network_for(
-            p.task.effective_verifier_network() == super::task::TaskNetwork::Public,
-            ctx.allow_internet,
-        )
-        .0,
+        network: network_for(&p.task.effective_verifier_network(), ctx.allow_internet),
+        egress_network: ctx.egress_network.clone(),
         backend: ctx.backend.as_ref(),
         runtime: p.config.sandbox.runtime.clone(),
         run_id: format!("{}-verify", p.run_id),
@@ -574,8 +576,8 @@ async fn prepare(
     run_path: &Path,
     rec: &mut Attempt,
 ) -> Result<Prepared, PhaseError> {
-    let (network, network_note) = network_for(task.allow_internet, ctx.allow_internet);
-    rec.network = network_note;
+    let network = network_for(&task.effective_agent_network(), ctx.allow_internet);
+    rec.network = network.note.clone();
     let mode = ctx.grading.or(task.grading).unwrap_or(GradingMode::Shared);
     rec.grading = Some(mode);
     let budget = ctx.disk_bytes.unwrap_or(u64::MAX);
@@ -638,7 +640,7 @@ async fn prepare(
         .unwrap_or_else(|| image_user.clone());
     let agent = resolve(&agent_user)?;
     let verifier = resolve(task.verifier_user.as_deref().unwrap_or(&image_user))?;
-    let config = attempt_config(ctx, &task, image, network, &agent)?;
+    let config = attempt_config(ctx, &task, image, &network, &agent)?;
     rec.runtime = config.sandbox.runtime.clone();
     let mut env = vec![("HOME".to_string(), agent.home.clone())];
     env.extend(task.env.iter().cloned());
@@ -815,16 +817,47 @@ fn ms(t: Instant) -> u64 {
     crate::convert::millis_u64(t.elapsed())
 }
 
+/// A phase's network as runner gives it, with the attempt's note on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseNetwork {
+    pub network: Network,
+    /// With [`Network::Allowlist`]: the task's host patterns.
+    pub allowed_hosts: Vec<String>,
+    /// What the attempt records as its `network`.
+    pub note: String,
+}
+
 /// Network is opt-in twice: the task allows it AND runner was told
-/// `--allow-internet`.
-fn network_for(task_allows: bool, flag: bool) -> (Network, String) {
-    match (task_allows, flag) {
-        (true, true) => (Network::Bridge, "bridge".into()),
-        (true, false) => (
-            Network::None,
-            "none (the task allows internet; pass --allow-internet to give it)".into(),
-        ),
-        (false, _) => (Network::None, "none (task.allow_internet = false)".into()),
+/// `--allow-internet`; a `public` task then gets the bridge, an
+/// `allowlist` task only its hosts (through the filtering proxy).
+pub fn network_for(task: &TaskNetwork, flag: bool) -> PhaseNetwork {
+    let none = |note: String| PhaseNetwork {
+        network: Network::None,
+        allowed_hosts: Vec::new(),
+        note,
+    };
+    match (task, flag) {
+        (TaskNetwork::Public, true) => PhaseNetwork {
+            network: Network::Bridge,
+            allowed_hosts: Vec::new(),
+            note: "bridge".into(),
+        },
+        (TaskNetwork::Public, false) => {
+            none("none (the task allows internet; pass --allow-internet to give it)".into())
+        }
+        (TaskNetwork::Allowlist(h), _) if h.is_empty() => {
+            none("none (the task's allowlist names no host)".into())
+        }
+        (TaskNetwork::Allowlist(h), true) => PhaseNetwork {
+            network: Network::Allowlist,
+            allowed_hosts: h.clone(),
+            note: format!("allowlist: only {} through a filtering proxy", h.join(", ")),
+        },
+        (TaskNetwork::Allowlist(h), false) => none(format!(
+            "none (the task allows {}; pass --allow-internet to give them)",
+            h.join(", ")
+        )),
+        (TaskNetwork::NoNetwork, _) => none("none (task.allow_internet = false)".into()),
     }
 }
 
@@ -834,14 +867,19 @@ fn attempt_config(
     ctx: &AttemptCtx,
     task: &Task,
     image: &str,
-    network: Network,
+    network: &PhaseNetwork,
     agent: &Account,
 ) -> Result<Config, ConfigError> {
     let mut b = ctx.base.clone();
     b.sandbox.image = image.to_string();
     b.sandbox.cpus = task.cpus;
     b.sandbox.memory = task.memory_bytes.to_string();
-    b.sandbox.network = network;
+    b.sandbox.network = network.network;
+    b.sandbox.allowed_hosts = network.allowed_hosts.clone();
+    b.sandbox.egress_network = ctx
+        .egress_network
+        .clone()
+        .filter(|_| network.network == Network::Allowlist);
     if !ctx.backend.capabilities().name.eq("local") {
         b.sandbox.user = format!("{}:{}", agent.uid, agent.gid);
     }
@@ -956,11 +994,36 @@ mod tests {
 
     #[test]
     fn network_needs_the_task_and_the_flag() {
-        assert_eq!(network_for(true, true).0, Network::Bridge);
-        let (net, note) = network_for(true, false);
-        assert_eq!(net, Network::None);
-        assert!(note.contains("--allow-internet"), "{note}");
-        assert_eq!(network_for(false, true).0, Network::None);
-        assert_eq!(network_for(false, false).0, Network::None);
+        assert_eq!(
+            network_for(&TaskNetwork::Public, true).network,
+            Network::Bridge
+        );
+        let n = network_for(&TaskNetwork::Public, false);
+        assert_eq!(n.network, Network::None);
+        assert!(n.note.contains("--allow-internet"), "{}", n.note);
+        assert_eq!(
+            network_for(&TaskNetwork::NoNetwork, true).network,
+            Network::None
+        );
+        assert_eq!(
+            network_for(&TaskNetwork::NoNetwork, false).network,
+            Network::None
+        );
+        let hosts = vec!["pypi.org".to_string(), "*.example.com".to_string()];
+        let list = TaskNetwork::Allowlist(hosts.clone());
+        let n = network_for(&list, true);
+        assert_eq!(n.network, Network::Allowlist);
+        assert_eq!(n.allowed_hosts, hosts);
+        assert!(n.note.contains("pypi.org, *.example.com"), "{}", n.note);
+        let n = network_for(&list, false);
+        assert_eq!(n.network, Network::None);
+        assert!(n.allowed_hosts.is_empty());
+        assert!(
+            n.note.contains("pypi.org") && n.note.contains("--allow-internet"),
+            "{}",
+            n.note
+        );
+        let n = network_for(&TaskNetwork::Allowlist(Vec::new()), true);
+        assert_eq!(n.network, Network::None);
     }
 }

@@ -167,6 +167,13 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
     let base = base_config(&args);
     // Fail fast on settings every attempt would reject.
     let probe = base.build()?;
+    if let Some(n) = args
+        .egress_network
+        .as_ref()
+        .filter(|n| !crate::exec::egress::is_egress_network_name(n))
+    {
+        return Err(ConfigError::BadEgressNetwork(n.clone()).into());
+    }
     if args.agent_kind == AgentKind::Model {
         // A missing key or an unreadable script fails the suite, not each attempt.
         crate::runtime::build_model(&probe)?;
@@ -262,6 +269,7 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         agent_timeout_secs: args.agent_timeout_secs,
         verifier_timeout_secs: args.verifier_timeout_secs,
         allow_internet: args.allow_internet,
+        egress_network: args.egress_network.clone(),
         grading: args.grading,
         user: args.user.clone(),
         read_only_rootfs: args.read_only_rootfs,
@@ -294,6 +302,7 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         "attempts_per_task": args.attempts,
         "min_pass_rate": args.min_pass_rate,
         "allow_internet": args.allow_internet,
+        "egress_network": args.egress_network,
         "grading": args.grading.map(|g| g.as_str()),
         "runtime": runtime,
         "interrupted": cancel.is_cancelled(),

@@ -50,6 +50,9 @@ pub struct EvalSettings {
     /// Globs on task names.
     pub filter: Vec<String>,
     pub allow_internet: bool,
+    /// `--egress-network`: the network allowlisted tasks' proxies reach
+    /// out through; `None`: the engine's bridge.
+    pub egress_network: Option<String>,
     /// Overrides of the tasks' own limits.
     pub cpus: Option<f64>,
     pub memory: Option<String>,

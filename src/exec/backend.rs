@@ -57,6 +57,9 @@ pub enum Network {
     None,
     /// The engine's default bridge: a loosening.
     Bridge,
+    /// Only the names of [`SandboxSpec::allowed_hosts`], through a
+    /// filtering proxy (see [`super::egress`]): a loosening.
+    Allowlist,
 }
 
 /// How a host workspace reaches the sandbox.
@@ -94,6 +97,12 @@ pub struct SandboxSpec {
     /// What the sandbox may put on the host's disk; `None`: unbounded.
     pub disk_bytes: Option<u64>,
     pub network: Network,
+    /// With [`Network::Allowlist`]: the host patterns the sandbox may
+    /// reach, validated ([`super::egress::normalize_host_patterns`]).
+    pub allowed_hosts: Vec<String>,
+    /// With [`Network::Allowlist`]: the backend's network the proxy
+    /// reaches out through; `None`: its default.
+    pub egress_network: Option<String>,
     /// `uid:gid` commands run as.
     pub user: String,
     pub writable_rootfs: bool,
@@ -148,6 +157,8 @@ impl SandboxSpec {
             pids_limit: DEFAULT_PIDS_LIMIT,
             disk_bytes: Some(DEFAULT_DISK_BYTES),
             network: Network::None,
+            allowed_hosts: Vec::new(),
+            egress_network: None,
             user: DEFAULT_USER.to_string(),
             writable_rootfs: false,
             workspace: None,

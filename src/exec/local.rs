@@ -864,6 +864,11 @@ impl Backend for LocalBackend {
     }
 
     async fn start(&self, spec: SandboxSpec) -> Result<Arc<dyn Executor>, ExecError> {
+        // Host processes reach whatever the host reaches: no list of
+        // names can be held to.
+        if spec.network == Network::Allowlist {
+            return Err(ExecError::AllowlistUnsupported { backend: "local" });
+        }
         let workdir = match (&spec.workdir, &spec.workspace) {
             (Some(w), _) => PathBuf::from(w),
             (None, Some(ws)) => ws.host.clone(),

@@ -7,6 +7,7 @@ pub mod backend;
 pub mod capture;
 pub mod disk;
 pub mod docker;
+pub mod egress;
 pub mod liveness;
 pub mod local;
 pub mod shell;
@@ -132,6 +133,16 @@ pub enum ExecError {
         args: String,
         hint: String,
     },
+    /// An egress allowlist needs the filtering proxy's image, which is
+    /// built locally and never pulled.
+    #[error("the egress proxy's image '{image}' is not on the engine")]
+    ProxyImageMissing { image: String },
+    /// The network an allowlisted sandbox's proxy was to reach out through.
+    #[error("cannot use egress network '{network}': {detail}")]
+    EgressNetwork { network: String, detail: String },
+    /// This backend cannot filter a sandbox's egress by host name.
+    #[error("the {backend} executor cannot limit a sandbox's network to allowed hosts")]
+    AllowlistUnsupported { backend: &'static str },
 }
 
 impl ExecError {
@@ -154,6 +165,19 @@ impl ExecError {
             ExecError::EngineUnavailable { hint, .. }
             | ExecError::RuntimeUnavailable { hint, .. }
             | ExecError::RuntimeWithoutNetwork { hint, .. } => Some(hint.clone()),
+            ExecError::ProxyImageMissing { .. } => Some(
+                "build it with `make sandbox-image` (or `sudo bash sandbox/build-proxy.sh`)"
+                    .to_string(),
+            ),
+            ExecError::EgressNetwork { .. } => Some(
+                "give --egress-network the name of an existing, non-internal network \
+                 (`docker network ls`), or leave it out to use the engine's bridge"
+                    .to_string(),
+            ),
+            ExecError::AllowlistUnsupported { .. } => Some(
+                "use --executor docker for --allow-host (or a task's network_mode = \"allowlist\")"
+                    .to_string(),
+            ),
             ExecError::ShellUnavailable { .. } => Some(
                 "run with --shell fresh, or use an image (or a PATH) that has bash".to_string(),
             ),

@@ -24,6 +24,8 @@ pub fn sandbox_spec(
     let defaults = SandboxSpec::new(&s.image, run_id);
     SandboxSpec {
         network: s.network,
+        allowed_hosts: s.allowed_hosts.clone(),
+        egress_network: s.egress_network.clone(),
         cpus: s.cpus,
         memory_bytes: s.memory_bytes,
         pids_limit: s.pids_limit,

@@ -652,3 +652,209 @@ fn timeout_kills_every_process_the_command_started() {
         "no process of the timed-out command survives:\n{ps}"
     );
 }
+
+#[test]
+fn allow_host_gives_the_sandbox_only_those_names_and_cleans_up() {
+    use crate::support::egress::{ALLOWED_BODY, PROBE, World, results};
+    let _s = serial();
+    let world = World::new("cli");
+    let d = Dir::new();
+    let probe = format!("python3 - {} <<'PY'\n{PROBE}PY", world.allowed_ip);
+    let s = script(
+        &d,
+        json!([{"tool_calls": [bash(&probe)]}, {"text": "done"}]),
+    );
+    let r = run(d
+        .runner()
+        .args([
+            "--executor",
+            "docker",
+            "--image",
+            BOOKWORM,
+            "--provider",
+            "scripted",
+            "--script",
+            &s,
+            "--json",
+            "--allow-host",
+            "allowed.runner-test",
+            "--allow-host",
+            "*.Wild.runner-test",
+            "--egress-network",
+            &world.network,
+        ])
+        .args(runtime_args())
+        .arg("probe the network"));
+    if test_runtime_forces_no_network() {
+        // No sandbox of this runtime has a network: refused before start.
+        r.expect_code(2);
+        assert!(
+            r.stderr().contains("cannot give the sandbox a network")
+                && r.stderr().contains("--allow-host"),
+            "{}",
+            r.explain()
+        );
+        return;
+    }
+    r.expect_code(0);
+    let events = r.events();
+    let started = of_type(&events, "run_started")[0];
+    assert_eq!(started["config"]["network"], "allowlist", "{}", r.explain());
+    assert_eq!(
+        started["config"]["allowed_hosts"],
+        json!(["allowed.runner-test", "*.wild.runner-test"]),
+        "normalized"
+    );
+    assert!(
+        r.stderr().contains(
+            "sandbox loosened: egress allowlist: only allowed.runner-test, *.wild.runner-test"
+        ),
+        "{}",
+        r.explain()
+    );
+    let out = output_of(tool_results(&events)[0]).to_string();
+    let got = results(&out);
+    let ok = format!("200 {ALLOWED_BODY}");
+    assert_eq!(got.get("allowed"), Some(&ok), "{out}");
+    assert_eq!(got.get("wildcard-below"), Some(&ok), "{out}");
+    for refused in ["denied", "ip-literal", "other-alias", "wildcard-bare"] {
+        assert!(
+            got.get(refused).is_some_and(|v| v.starts_with("403")),
+            "{refused}: {out}"
+        );
+    }
+    assert!(
+        got.get("direct-ip").is_some_and(|v| v.starts_with("ERR")),
+        "{out}"
+    );
+    // The proxy and the network went with the sandbox.
+    let run_id = run_id_of(&events);
+    assert!(containers_of_run(&run_id).is_empty(), "containers left");
+    let networks = docker_cli(&[
+        "network",
+        "ls",
+        "-q",
+        "--filter",
+        &format!("label={}={run_id}", runner::exec::docker::LABEL_RUN_ID),
+    ]);
+    assert!(networks.is_empty(), "networks left: {networks}");
+}
+
+#[test]
+fn a_sigkilled_allowlisted_run_leaves_its_proxy_and_network_to_gc() {
+    use crate::support::egress::{World, exists};
+    let _s = serial();
+    if test_runtime_forces_no_network() {
+        assert_allowlist_refused_by_the_runtime();
+        return;
+    }
+    let world = World::new("gc");
+    let d = Dir::new();
+    let s = script(
+        &d,
+        json!([{"tool_calls": [bash("sleep 600")]}, {"text": "never"}]),
+    );
+    let mut live = Live::spawn(docker_runner(&d, &s).args([
+        "--allow-host",
+        "allowed.runner-test",
+        "--egress-network",
+        &world.network,
+        "go",
+    ]));
+    let run_id = live.wait_for("run_started", Duration::from_secs(30))["run_id"]
+        .as_str()
+        .expect("run_id")
+        .to_string();
+    let container = container_of(&run_id);
+    wait_for_process(&container, "sleep 600");
+    let label = format!("label={}={run_id}", runner::exec::docker::LABEL_RUN_ID);
+    let networks = docker_cli(&["network", "ls", "-q", "--filter", &label]);
+    assert!(!networks.is_empty(), "the run has its egress network");
+    live.child.kill().expect("SIGKILL the runner");
+    let _ = live.child.wait();
+    // The proxy runs tinyproxy, not runner's supervisor: it outlives a
+    // SIGKILLed runner until gc (or another runner's start-up sweep).
+    let proxies = docker_cli(&[
+        "ps",
+        "-q",
+        "--filter",
+        &label,
+        "--filter",
+        "label=runner.service=runner-egress-proxy",
+    ]);
+    eprintln!("left by the SIGKILLed runner: proxy {proxies:?}, networks {networks:?}");
+    let r = run(d.runner().arg("gc"));
+    assert!(r.stderr().contains("gc: removed"), "{}", r.explain());
+    let until = Instant::now() + Duration::from_secs(20);
+    while !containers_of_run(&run_id).is_empty() {
+        assert!(Instant::now() < until, "containers left: {}", r.explain());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for n in networks.lines() {
+        assert!(!exists("network", n), "network {n} left{}", r.explain());
+    }
+}
+
+#[test]
+fn ctrl_c_in_an_allowlisted_run_removes_its_proxy_and_network() {
+    use crate::support::egress::World;
+    let _s = serial();
+    if test_runtime_forces_no_network() {
+        assert_allowlist_refused_by_the_runtime();
+        return;
+    }
+    let world = World::new("sigint");
+    let d = Dir::new();
+    let s = script(
+        &d,
+        json!([{"tool_calls": [bash("sleep 600")]}, {"text": "never"}]),
+    );
+    let mut live = Live::spawn(docker_runner(&d, &s).args([
+        "--allow-host",
+        "allowed.runner-test",
+        "--egress-network",
+        &world.network,
+        "go",
+    ]));
+    let run_id = live.wait_for("run_started", Duration::from_secs(30))["run_id"]
+        .as_str()
+        .expect("run_id")
+        .to_string();
+    let container = container_of(&run_id);
+    wait_for_process(&container, "sleep 600");
+    let label = format!("label={}={run_id}", runner::exec::docker::LABEL_RUN_ID);
+    assert!(
+        !docker_cli(&["network", "ls", "-q", "--filter", &label]).is_empty(),
+        "the run has its egress network"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(live.child.id()).expect("pid fits i32")),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("send SIGINT");
+    let status = live.child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130), "{}", live.desc);
+    assert!(
+        containers_of_run(&run_id).is_empty(),
+        "sandbox or proxy left"
+    );
+    let networks = docker_cli(&["network", "ls", "-q", "--filter", &label]);
+    assert!(networks.is_empty(), "network left: {networks}");
+}
+
+/// On a runtime registered with `--network=none` no sandbox has a network:
+/// an allowlisted run is refused before anything starts, saying so.
+fn assert_allowlist_refused_by_the_runtime() {
+    let d = Dir::new();
+    let s = script(&d, json!([{"text": "never"}]));
+    let r = run(docker_runner(&d, &s).args(["--allow-host", "allowed.runner-test", "go"]));
+    r.expect_code(2);
+    assert!(
+        r.stderr().contains("cannot give the sandbox a network")
+            && r.stderr().contains("--allow-host"),
+        "{}",
+        r.explain()
+    );
+    let run_id = run_id_of(&r.events());
+    assert!(containers_of_run(&run_id).is_empty(), "{}", r.explain());
+}

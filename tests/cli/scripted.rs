@@ -689,3 +689,83 @@ fn persistent_shell_keeps_cd_and_export_across_a_timeout_and_stdin_waits(ex: Exe
     let started = of_type(&traj, "run_started");
     assert_eq!(started[0]["config"]["shell"], "persistent");
 }
+
+#[test]
+fn bad_allow_hosts_are_usage_errors_with_a_hint() {
+    let _s = shared();
+    let d = Dir::new();
+    let s = script(&d, json!([]));
+    for (extra, needle, hint) in [
+        (
+            vec!["--allow-host", "https://pypi.org"],
+            "is a URL",
+            "hint: give a DNS name",
+        ),
+        (
+            vec!["--allow-host", "pypi.org:443"],
+            "has a port",
+            "every port of an allowed name",
+        ),
+        (
+            vec!["--allow-host", "10.1.2.3"],
+            "is an IP address",
+            "IP literals",
+        ),
+        (
+            vec!["--allow-host", ""],
+            "is empty",
+            "hint: give a DNS name",
+        ),
+        (
+            vec!["--allow-host", "a b.org"],
+            "not a DNS name",
+            "hint: give a DNS name",
+        ),
+        (
+            vec!["--allow-host", "pypi.org", "--network", "bridge"],
+            "exclude each other",
+            "drop --network bridge",
+        ),
+        (
+            vec!["--egress-network", "mynet"],
+            "without --allow-host",
+            "--allow-host NAME",
+        ),
+        (
+            vec!["--allow-host", "pypi.org", "--egress-network", "host"],
+            "not the name of an engine network",
+            "docker network ls",
+        ),
+    ] {
+        let r = run(d
+            .runner()
+            .args(["--provider", "scripted", "--script", &s])
+            .args(&extra)
+            .arg("x"));
+        r.expect_code(2);
+        let err = r.stderr();
+        assert!(err.starts_with("error: "), "{}", r.explain());
+        assert!(err.contains(needle), "expected {needle:?}{}", r.explain());
+        assert!(err.contains(hint), "expected {hint:?}{}", r.explain());
+    }
+    // The local executor cannot hold a sandbox to a list of names.
+    let r = run(d.runner().args([
+        "--provider",
+        "scripted",
+        "--script",
+        &s,
+        "--executor",
+        "local",
+        "--allow-host",
+        "pypi.org",
+        "x",
+    ]));
+    assert_ne!(r.code(), 0, "{}", r.explain());
+    assert!(
+        r.stderr()
+            .contains("cannot limit a sandbox's network to allowed hosts")
+            && r.stderr().contains("hint: use --executor docker"),
+        "{}",
+        r.explain()
+    );
+}

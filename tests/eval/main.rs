@@ -11,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod allowlist;
 mod backends;
 mod concurrency;
 mod diagnosis;

@@ -45,13 +45,11 @@ fn a_gpu_task_is_refused_naming_the_key() {
 }
 
 #[test]
-fn an_egress_allowlist_is_refused_naming_the_key() {
+fn an_allowlist_of_addresses_is_refused_naming_the_key() {
+    // Harbor takes IP addresses and ranges; runner's proxy decides by name.
     refused(
-        "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
-        &[
-            "environment.network_mode",
-            "network_mode 'allowlist' (allowed_hosts) is not supported yet",
-        ],
+        "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\", \"10.0.0.0/8\"]\n",
+        &["environment.allowed_hosts", "10.0.0.0/8", "names only"],
     );
 }
 

@@ -16,6 +16,7 @@ mod support;
 
 mod command_timeout;
 mod disk;
+mod egress;
 mod gc;
 mod kill;
 mod model_input;

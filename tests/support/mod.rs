@@ -17,6 +17,7 @@
 
 pub mod binary;
 pub mod docker;
+pub mod egress;
 pub mod eval;
 pub mod executor;
 pub mod fake_model;

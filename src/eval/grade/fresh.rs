@@ -60,7 +60,10 @@ pub struct GradeSpec<'a> {
     /// Host directories uploaded to sandbox paths before test.sh runs
     /// (separate mode's artifacts).
     pub uploads: Vec<(PathBuf, String)>,
-    pub network: Network,
+    /// The verifier's network (and its allowlist).
+    pub network: crate::eval::attempt::PhaseNetwork,
+    /// `--egress-network`, for an allowlisted verifier.
+    pub egress_network: Option<String>,
     /// Where the verifier's sandbox comes from (the agent's backend).
     pub backend: &'a dyn Backend,
     /// The container runtime, as for the agent's sandbox.
@@ -117,7 +120,12 @@ pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Ve
     let mut sandbox_spec = SandboxSpec {
         cpus: task.cpus,
         memory_bytes: task.memory_bytes,
-        network: spec.network,
+        network: spec.network.network,
+        allowed_hosts: spec.network.allowed_hosts.clone(),
+        egress_network: spec
+            .egress_network
+            .clone()
+            .filter(|_| spec.network.network == Network::Allowlist),
         user: "0:0".into(),
         // A fresh sandbox: writable so /tests and /logs can be made;
         // capabilities stay dropped.

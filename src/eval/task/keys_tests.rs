@@ -280,30 +280,69 @@ fn network_modes_and_the_older_allow_internet() {
 }
 
 #[test]
-fn allowlists_are_refused_with_the_plan() {
+fn allowlists_map_to_their_hosts_per_phase() {
+    let t = ok(
+        "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"PyPI.org.\", \"*.example.com\"]\n",
+    );
+    let hosts = vec!["pypi.org".to_string(), "*.example.com".to_string()];
+    assert_eq!(t.network, TaskNetwork::Allowlist(hosts.clone()));
+    assert_eq!(
+        t.effective_agent_network(),
+        TaskNetwork::Allowlist(hosts.clone())
+    );
+    assert_eq!(
+        t.effective_verifier_network(),
+        TaskNetwork::Allowlist(hosts)
+    );
+    assert!(!t.allow_internet, "an allowlist is not the public network");
+    // Phase overrides, as `public` and `no-network` are.
+    let t = ok(
+        "[environment]\nnetwork_mode = \"no-network\"\n[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n[verifier]\nnetwork_mode = \"public\"\n",
+    );
+    assert_eq!(
+        t.effective_agent_network(),
+        TaskNetwork::Allowlist(vec!["pypi.org".into()])
+    );
+    assert_eq!(t.effective_verifier_network(), TaskNetwork::Public);
+    assert_eq!(t.network, TaskNetwork::NoNetwork);
+    // Harbor: an allowlist may name nothing (nothing passes).
+    let t = ok("[agent]\nnetwork_mode = \"allowlist\"\n");
+    assert_eq!(t.agent_network, Some(TaskNetwork::Allowlist(Vec::new())));
+}
+
+#[test]
+fn allowed_hosts_outside_an_allowlist_or_not_names_are_errors() {
     for (toml, key) in [
-        (
-            "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"example.com\"]\n",
-            "environment.network_mode",
-        ),
-        (
-            "[agent]\nnetwork_mode = \"allowlist\"\n",
-            "agent.network_mode",
-        ),
         (
             "[verifier]\nallowed_hosts = [\"example.com\"]\n",
             "verifier.allowed_hosts",
         ),
+        (
+            "[environment]\nnetwork_mode = \"public\"\nallowed_hosts = [\"example.com\"]\n",
+            "environment.allowed_hosts",
+        ),
+        (
+            "[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"https://example.com\"]\n",
+            "agent.allowed_hosts",
+        ),
+        (
+            "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"a*.example.com\"]\n",
+            "environment.allowed_hosts",
+        ),
     ] {
-        let (msg, hint) = refused(toml, key);
-        assert!(
-            msg.contains("network_mode 'allowlist' (allowed_hosts) is not supported yet"),
-            "{msg}"
+        let e = err(toml, key);
+        assert!(matches!(e, TaskError::Invalid { .. }), "{toml:?}: {e:?}");
+    }
+    // Addresses and ranges, which Harbor takes: refused, with what to do.
+    for entry in ["10.0.0.1", "10.0.0.0/8", "2001:db8::1"] {
+        let (msg, hint) = refused(
+            &format!(
+                "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"{entry}\"]\n"
+            ),
+            "environment.allowed_hosts",
         );
-        assert_eq!(
-            hint,
-            "use 'no-network' or 'public'; egress allowlists are planned"
-        );
+        assert!(msg.contains(entry) && msg.contains("names only"), "{msg}");
+        assert!(hint.contains("host names"), "{hint}");
     }
 }
 

@@ -255,21 +255,33 @@ fn user_or_uid<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Err
     d.deserialize_any(V)
 }
 
+/// Whether `p` is an IP range as Harbor takes them (`10.0.0.0/8`).
+fn is_cidr(p: &str) -> bool {
+    p.split_once('/').is_some_and(|(ip, len)| {
+        ip.parse::<std::net::IpAddr>().is_ok() && len.parse::<u8>().is_ok()
+    })
+}
+
 /// A network policy of Harbor's that runner can enforce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum TaskNetwork {
     /// `network_mode = "no-network"` (or `allow_internet = false`).
     NoNetwork,
     /// `network_mode = "public"`: Harbor's default.
     #[default]
     Public,
+    /// `network_mode = "allowlist"`: only these host patterns (validated,
+    /// normalized; none: nothing), through a filtering proxy.
+    Allowlist(Vec<String>),
 }
 
 impl TaskNetwork {
-    pub fn as_str(self) -> &'static str {
+    /// Harbor's name of the mode.
+    pub fn as_str(&self) -> &'static str {
         match self {
             TaskNetwork::NoNetwork => "no-network",
             TaskNetwork::Public => "public",
+            TaskNetwork::Allowlist(_) => "allowlist",
         }
     }
 }
@@ -370,11 +382,15 @@ impl Task {
     }
     /// The agent phase's network: `[agent] network_mode`, else the task's.
     pub fn effective_agent_network(&self) -> TaskNetwork {
-        self.agent_network.unwrap_or(self.network)
+        self.agent_network
+            .clone()
+            .unwrap_or_else(|| self.network.clone())
     }
     /// The verifier's network: `verifier_network`, else the task's.
     pub fn effective_verifier_network(&self) -> TaskNetwork {
-        self.verifier_network.unwrap_or(self.network)
+        self.verifier_network
+            .clone()
+            .unwrap_or_else(|| self.network.clone())
     }
 
     /// Loads the Harbor task in `dir`; `${VAR}` templates come from the
@@ -545,7 +561,7 @@ impl Loader<'_> {
             build_timeout_secs,
             cpus,
             memory_bytes,
-            allow_internet: agent_network.unwrap_or(network) == TaskNetwork::Public,
+            allow_internet: agent_network.as_ref().unwrap_or(&network) == &TaskNetwork::Public,
             agent_user: self.user("agent.user", config.agent.user.as_deref())?,
             verifier_user: self.user("verifier.user", config.verifier.user.as_deref())?,
             workdir: self.workdir(env.workdir.as_deref())?,
@@ -730,18 +746,13 @@ impl Loader<'_> {
         mode: Option<&str>,
         hosts: Option<&Vec<String>>,
     ) -> Result<Option<TaskNetwork>, TaskError> {
-        let allowlist = || {
-            self.refused(
-                &format!("{section}.network_mode"),
-                "network_mode 'allowlist' (allowed_hosts) is not supported yet",
-                "use 'no-network' or 'public'; egress allowlists are planned",
-            )
-        };
         let parsed = match mode {
             None => None,
             Some("no-network") => Some(TaskNetwork::NoNetwork),
             Some("public") => Some(TaskNetwork::Public),
-            Some("allowlist") => return Err(allowlist()),
+            Some("allowlist") => Some(TaskNetwork::Allowlist(
+                self.allowed_hosts(section, hosts.map(Vec::as_slice).unwrap_or_default())?,
+            )),
             Some(m) => {
                 return Err(self.invalid(
                     &format!("{section}.network_mode"),
@@ -749,14 +760,42 @@ impl Loader<'_> {
                 ));
             }
         };
-        if hosts.is_some_and(|h| !h.is_empty()) {
-            return Err(self.refused(
+        // As Harbor: the list belongs to the allowlist mode only.
+        if hosts.is_some() && !matches!(parsed, Some(TaskNetwork::Allowlist(_))) {
+            return Err(self.invalid(
                 &format!("{section}.allowed_hosts"),
-                "network_mode 'allowlist' (allowed_hosts) is not supported yet",
-                "use 'no-network' or 'public'; egress allowlists are planned",
+                "is only valid with network_mode = 'allowlist'",
             ));
         }
         Ok(parsed)
+    }
+
+    /// `allowed_hosts`, validated and normalized as Harbor does; IP
+    /// addresses and CIDR ranges (which Harbor takes) are refused.
+    fn allowed_hosts(&self, section: &str, hosts: &[String]) -> Result<Vec<String>, TaskError> {
+        use crate::exec::egress::{HostPatternError, normalize_host_patterns};
+        let key = format!("{section}.allowed_hosts");
+        normalize_host_patterns(hosts).map_err(|e| match e {
+            HostPatternError::Address(_) => self.refused(
+                &key,
+                format!("{e} (runner's proxy decides by the name asked for)"),
+                "list the host names instead of addresses or CIDR ranges",
+            ),
+            HostPatternError::Path(ref p) if is_cidr(p) => self.refused(
+                &key,
+                format!("allowed host '{p}' is a CIDR range; runner's proxy admits names only"),
+                "list the host names instead of addresses or CIDR ranges",
+            ),
+            HostPatternError::Port(ref p) if p.parse::<std::net::Ipv6Addr>().is_ok() => self
+                .refused(
+                    &key,
+                    format!(
+                        "allowed host '{p}' is an IP address; runner's proxy admits names only"
+                    ),
+                    "list the host names instead of addresses or CIDR ranges",
+                ),
+            e => self.invalid(&key, e),
+        })
     }
 
     /// An environment's policy: `network_mode`, else the older

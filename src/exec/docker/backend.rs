@@ -25,9 +25,13 @@ pub fn docker_config(spec: &SandboxSpec) -> DockerConfig {
     DockerConfig {
         image: spec.image.clone(),
         network: match spec.network {
-            Network::None => None,
+            Network::None | Network::Allowlist => None,
             Network::Bridge => Some("bridge".into()),
         },
+        egress: (spec.network == Network::Allowlist).then(|| super::egress::EgressSpec {
+            hosts: spec.allowed_hosts.clone(),
+            via: spec.egress_network.clone(),
+        }),
         cpus: spec.cpus,
         memory_bytes: spec.memory_bytes,
         pids_limit: spec.pids_limit,
@@ -79,7 +83,7 @@ impl Backend for DockerBackend {
         Capabilities {
             name: "docker",
             isolated: true,
-            networks: vec![Network::None, Network::Bridge],
+            networks: vec![Network::None, Network::Bridge, Network::Allowlist],
             images: true,
         }
     }

@@ -136,6 +136,10 @@ pub struct DockerConfig {
     pub join_network: Option<String>,
     /// The sidecars on `join_network`, for the loosenings line.
     pub network_peers: Vec<String>,
+    /// An egress allowlist: the sandbox sits on an internal network whose
+    /// only way out is a filtering proxy (see `egress`); `network` is then
+    /// `None`.
+    pub egress: Option<super::egress::EgressSpec>,
 }
 
 impl Default for DockerConfig {
@@ -167,6 +171,7 @@ impl Default for DockerConfig {
             keep_workdir_owner: false,
             join_network: None,
             network_peers: Vec::new(),
+            egress: None,
         }
     }
 }
@@ -179,6 +184,17 @@ impl DockerConfig {
         if let Some(net) = self.network.as_deref().filter(|n| *n != "none") {
             out.push(format!(
                 "network '{net}' enabled: the sandbox can reach other hosts"
+            ));
+        }
+        if let Some(e) = &self.egress {
+            out.push(format!(
+                "egress allowlist: only {} through a filtering proxy (via network '{}')",
+                if e.hosts.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    e.hosts.join(", ")
+                },
+                e.via()
             ));
         }
         if let Some(net) = &self.join_network {
@@ -269,6 +285,27 @@ impl DockerConfig {
             return Err(ExecError::Refused(format!(
                 "service network name '{net}' is not a plain name"
             )));
+        }
+        if let Some(e) = &self.egress {
+            if self.network.is_some() {
+                return Err(ExecError::Refused(
+                    "an egress allowlist and a network of its own exclude each other".into(),
+                ));
+            }
+            if let Some(via) = e.via.as_deref()
+                && via != "bridge"
+                && !is_plain_name(via)
+            {
+                return Err(ExecError::Refused(format!(
+                    "egress network name '{via}' is not a plain name"
+                )));
+            }
+            // The patterns become the proxy's rules: checked again here,
+            // whoever built the configuration.
+            for h in &e.hosts {
+                crate::exec::egress::normalize_host_pattern(h)
+                    .map_err(|err| ExecError::Refused(err.to_string()))?;
+            }
         }
         for (k, _) in &self.env {
             if k.is_empty() || k.contains('=') {

@@ -159,7 +159,7 @@ impl EngineInfo {
                 runtime: name.clone(),
                 args: rt.args.join(" "),
                 hint: format!(
-                    "drop --network bridge (the sandbox then has no network), or register '{name}' \
+                    "drop --network bridge or --allow-host (the sandbox then has no network), or register '{name}' \
                      without --network=none in /etc/docker/daemon.json and reload the daemon \
                      (`sudo kill -HUP $(pidof dockerd)`)"
                 ),

@@ -12,6 +12,7 @@ mod config;
 mod container;
 mod copy;
 mod dockerfile;
+mod egress;
 mod engine;
 mod files;
 mod gc;
@@ -45,6 +46,7 @@ pub use container::{
     LABEL_CREATED, LABEL_EXPIRES, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID,
     LABEL_OWNER_START, LABEL_RUN_ID, MANAGED_VALUE,
 };
+pub use egress::{DEFAULT_EGRESS_NETWORK, EgressSpec, PROXY_IMAGE, PROXY_SERVICE};
 pub use engine::{EngineInfo, Kernel, REGISTER_RUNTIME_HINT, RuntimeInfo, SandboxSecurity};
 pub use gc::{GcReport, gc};
 pub use seed::seed_workspace;
@@ -122,6 +124,9 @@ pub struct DockerExecutor {
     removed: AtomicBool,
     /// The run's labels, put on a snapshot so `runner gc` finds it.
     labels: std::collections::HashMap<String, String>,
+    /// An allowlisted sandbox's proxy and network, removed after it (a
+    /// drop without `finish` removes them too: `Egress` drops after this).
+    egress: Option<egress::Egress>,
 }
 
 impl DockerExecutor {
@@ -134,7 +139,11 @@ impl DockerExecutor {
         // Before anything is made: the runtime must exist and be able to
         // give the network asked for.
         let engine = EngineInfo::read(&docker).await?;
-        let network = cfg.join_network.as_deref().or(cfg.network.as_deref());
+        let network = cfg
+            .join_network
+            .as_deref()
+            .or(cfg.network.as_deref())
+            .or(cfg.egress.as_ref().map(|_| "egress"));
         let runtime = engine.check_runtime(cfg.runtime.as_deref(), network)?;
         let kernel = engine.kernel_of(&runtime);
         match gc::gc(&docker).await {
@@ -149,10 +158,27 @@ impl DockerExecutor {
         }
         recover_disks(&docker).await;
         image::ensure_image(&docker, &cfg.image).await?;
+        let mut loosenings = cfg.loosenings();
+        // An allowlist: the proxy and its network first; the sandbox then
+        // joins that network only, its commands pointed at the proxy.
+        // Dropped on any failure below, they are removed with it.
+        let (cfg, egress) = match &cfg.egress {
+            None => (cfg, None),
+            Some(spec) => {
+                let eg = egress::Egress::start(&docker, &cfg, spec, kernel).await?;
+                let mut env = egress::proxy_env();
+                env.extend(cfg.env.iter().cloned());
+                let cfg = DockerConfig {
+                    network: Some(eg.network().to_string()),
+                    env,
+                    ..cfg
+                };
+                (cfg, Some(eg))
+            }
+        };
 
         let copy = cfg.workspace.is_some() && cfg.copy_mode(host.as_deref());
         let mut user = cfg.user.clone();
-        let mut loosenings = cfg.loosenings();
         let name = container::container_name(&cfg.run_id);
         let workspace = match &cfg.workspace {
             None => None,
@@ -251,6 +277,11 @@ impl DockerExecutor {
             supervisor.as_deref(),
             chan_dir.as_deref(),
         );
+        if let (Some(_), Some(hc)) = (&egress, body.host_config.as_mut()) {
+            // Names the engine's DNS does not know go nowhere: see
+            // `egress::SANDBOX_DNS`.
+            hc.dns = Some(vec![egress::SANDBOX_DNS.to_string()]);
+        }
         let bound_root = cfg.writable_rootfs && cfg.disk_bytes.is_some();
         if let (true, Some(size), Some(hc)) =
             (bound_root, cfg.disk_bytes, body.host_config.as_mut())
@@ -318,6 +349,7 @@ impl DockerExecutor {
             finishing: tokio::sync::Mutex::new(()),
             removed: AtomicBool::new(false),
             labels: container::labels(&cfg),
+            egress,
         };
         // A sandbox with a network of its own joins the task's service
         // network on top, before any command runs.
@@ -513,6 +545,16 @@ impl DockerExecutor {
         &self.id
     }
 
+    /// The egress proxy's container id, for an allowlisted sandbox.
+    pub fn egress_proxy_id(&self) -> Option<String> {
+        self.egress.as_ref().and_then(|e| e.proxy_id())
+    }
+
+    /// The egress network, for an allowlisted sandbox.
+    pub fn egress_network(&self) -> Option<String> {
+        self.egress.as_ref().map(|e| e.network().to_string())
+    }
+
     /// What confines the container (runtime, seccomp, AppArmor...), as
     /// the engine reported it at start.
     pub fn security(&self) -> Option<&SandboxSecurity> {
@@ -560,6 +602,12 @@ impl DockerExecutor {
         // If removal fails, `removed` stays false so Drop tries again.
         container::remove(&self.docker, &self.id).await?;
         self.removed.store(true, Ordering::SeqCst);
+        // The proxy and its network next; a failure is reported after the
+        // work is handed back (Egress's drop tries the removal again).
+        let egress_removed = match &self.egress {
+            Some(e) => e.stop().await,
+            None => Ok(()),
+        };
         if let Some(Workspace::Disk { disk }) = &self.workspace {
             // Nothing of the sandbox runs any more: its work comes back.
             let taken = disk.lock().ok().and_then(|mut d| d.take());
@@ -567,7 +615,7 @@ impl DockerExecutor {
                 finish_disk(d, collect).await?;
             }
         }
-        Ok(())
+        egress_removed
     }
 }
 

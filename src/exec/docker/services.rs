@@ -63,12 +63,12 @@ const NETWORK_REMOVE_ATTEMPTS: usize = 10;
 const NETWORK_REMOVE_PAUSE: Duration = Duration::from_millis(300);
 
 /// The network name of run `run_id`: `runner-<run>-net-<8 hex>`.
-fn network_name(run_id: &str) -> String {
+pub(super) fn network_name(run_id: &str) -> String {
     format!("{}net-{:08x}", name_prefix(run_id), fastrand::u32(..))
 }
 
 /// The container name of service `service` of run `run_id`.
-fn service_container_name(run_id: &str, service: &str) -> String {
+pub(super) fn service_container_name(run_id: &str, service: &str) -> String {
     format!(
         "{}svc-{service}-{:08x}",
         name_prefix(run_id),
@@ -478,7 +478,7 @@ impl DockerServices {
 /// Removes the containers `ids` and then `network` (forcing out whatever
 /// is still attached to it: it is this run's). Gone objects count as
 /// removed.
-async fn remove_everything(
+pub(super) async fn remove_everything(
     docker: &Docker,
     ids: &[String],
     network: &str,
