@@ -12,6 +12,7 @@ use crate::exec::backend::{
     WorkspaceMode,
 };
 use crate::exec::shell::ShellMode;
+use crate::model::http::DEFAULT_IDLE_READ_TIMEOUT_SECS;
 use crate::model::pricing::{Price, PriceParseError};
 use crate::model::provider::Provider;
 use crate::tools::policy::{Policy, PolicyError};
@@ -106,6 +107,8 @@ pub struct AgentOptions {
     pub script: Option<PathBuf>,
     pub timeout_secs: u64,
     pub max_command_timeout_secs: u64,
+    /// Seconds a model API response may stay silent (`--model-timeout`).
+    pub model_timeout_secs: u64,
     pub max_steps: u32,
     pub max_cost_usd: Option<f64>,
     /// Price override text: "INPUT,OUTPUT[,CACHE_WRITE,CACHE_READ]".
@@ -135,6 +138,7 @@ impl Default for AgentOptions {
             script: None,
             timeout_secs: DEFAULT_TIMEOUT_SECS,
             max_command_timeout_secs: DEFAULT_MAX_COMMAND_TIMEOUT_SECS,
+            model_timeout_secs: DEFAULT_IDLE_READ_TIMEOUT_SECS,
             max_steps: DEFAULT_MAX_STEPS,
             max_cost_usd: None,
             price: None,
@@ -273,6 +277,9 @@ pub struct Config {
     pub sandbox: SandboxSettings,
     pub timeout: Duration,
     pub max_command_timeout: Duration,
+    /// How long a model API response may stay silent before the attempt
+    /// fails and is retried.
+    pub model_timeout: Duration,
     pub max_steps: u32,
     pub max_time: Option<Duration>,
     pub max_cost_usd: Option<f64>,
@@ -325,6 +332,7 @@ impl ConfigBuilder {
                 max: a.max_command_timeout_secs,
             });
         }
+        positive("model-timeout", a.model_timeout_secs as f64)?;
         positive("max-steps", a.max_steps as f64)?;
         positive("max-tokens", a.max_tokens as f64)?;
         positive("context-window", a.context_window_tokens as f64)?;
@@ -386,6 +394,7 @@ impl ConfigBuilder {
             },
             timeout: Duration::from_secs(a.timeout_secs),
             max_command_timeout: Duration::from_secs(a.max_command_timeout_secs),
+            model_timeout: Duration::from_secs(a.model_timeout_secs),
             max_steps: a.max_steps,
             max_time: self.max_time_secs.map(Duration::from_secs),
             max_cost_usd: a.max_cost_usd,
@@ -436,6 +445,7 @@ impl Config {
             "shell": self.shell.as_str(),
             "timeout_secs": self.timeout.as_secs(),
             "max_command_timeout_secs": self.max_command_timeout.as_secs(),
+            "model_timeout_secs": self.model_timeout.as_secs(),
             "max_steps": self.max_steps,
             "max_time_secs": self.max_time.map(|d| d.as_secs()),
             "max_cost_usd": self.max_cost_usd,
