@@ -44,6 +44,7 @@ fn negative_numbers_get_the_flags_rule_in_both_spellings() {
     for (flag, rule) in [
         ("--timeout", "must be greater than 0"),
         ("--max-command-timeout", "must be greater than 0"),
+        ("--model-timeout", "must be greater than 0"),
         ("--max-steps", "must be greater than 0"),
         ("--max-tokens", "must be greater than 0"),
         ("--context-window", "must be greater than 0"),
