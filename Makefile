@@ -4,7 +4,7 @@
 CARGO ?= cargo
 RUNNER := target/debug/runner
 
-.PHONY: demo-run all build test test-unit test-runsc lint fmt sandbox-image sandbox-tiny sandbox-full sandbox-proxy demo clean-runs bench bench-quick bench-images eval-demo harbor test-harbor
+.PHONY: demo-run all build test prereqs test-unit test-runsc lint fmt sandbox-image sandbox-tiny sandbox-full sandbox-proxy demo clean-runs bench bench-quick bench-images eval-demo harbor test-harbor
 
 all: build
 
@@ -25,10 +25,16 @@ sandbox-proxy:
 	bash sandbox/build-proxy.sh
 
 ## Every test: unit, binary, model wire formats, and the docker executor against the real engine;
-## then the docker security tests again on gVisor.
-test: sandbox-image
-	$(CARGO) test --lib --bins --tests -- --test-threads=2
-	$(MAKE) test-runsc
+## then the docker security tests again on gVisor. First checks every prerequisite (one message
+## naming all that is missing and the command that installs it); runs every test binary even when
+## one fails and ends with one summary (tests/run-all.sh; logs in target/test-logs/).
+test: prereqs
+	$(MAKE) sandbox-image
+	CARGO=$(CARGO) bash tests/run-all.sh all
+
+## What `make test` needs beyond the toolchain (tests/prereqs.sh); exit 2 naming what is missing.
+prereqs:
+	bash tests/prereqs.sh --runsc
 
 ## What needs no Docker, on a machine without it: the unit tests, the local executor (tests/local),
 ## the model clients (tests/model), the binary's tests outside its `docker` modules (tests/cli), and
@@ -49,9 +55,9 @@ test-unit:
 ## RUNNER_TEST_RUNTIME=runsc (runsc must be registered with the engine, as .ci/run does; they fail
 ## otherwise). The eval suites stay on runc only (Debian's runsc 20221219 rejects the statx flags
 ## of bookworm's coreutils, see README).
-test-runsc: sandbox-image
-	RUNNER_TEST_RUNTIME=runsc $(CARGO) test --test docker --test security -- --test-threads=2
-	RUNNER_TEST_RUNTIME=runsc $(CARGO) test --test cli -- --test-threads=2 docker::
+test-runsc: prereqs
+	$(MAKE) sandbox-image
+	CARGO=$(CARGO) bash tests/run-all.sh runsc
 
 ## Harbor itself (PyPI `harbor`, pinned in sandbox/harbor/requirements.txt) with Python 3.13 and
 ## Docker Compose v2, in a Debian trixie root under target/harbor (bookworm has neither); run it

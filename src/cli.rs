@@ -20,6 +20,7 @@ use crate::exec::backend::{
     WorkspaceMode,
 };
 use crate::exec::shell::ShellMode;
+use crate::model::http::DEFAULT_IDLE_READ_TIMEOUT_SECS;
 use crate::model::provider::Provider;
 
 /// Runs an LLM agent on a task, with every command in a sandbox.
@@ -90,11 +91,11 @@ pub struct EvalArgs {
     pub agent: AgentArgs,
 
     /// Attempts running at once.
-    #[arg(long, short = 'j', default_value_t = 1)]
+    #[arg(long, short = 'j', default_value_t = 1, allow_negative_numbers = true, value_parser = positive::<usize>)]
     pub jobs: usize,
 
     /// Attempts per task (for pass@k and the mean reward).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = positive::<u32>)]
     pub attempts: u32,
 
     /// Only tasks whose name matches this glob (repeatable).
@@ -110,7 +111,7 @@ pub struct EvalArgs {
     pub egress_network: Option<String>,
 
     /// CPUs of each sandbox, overriding the tasks' `cpus`.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub cpus: Option<f64>,
 
     /// Memory of each sandbox (512m, 2g), overriding the tasks' `memory_mb`.
@@ -118,15 +119,15 @@ pub struct EvalArgs {
     pub memory: Option<String>,
 
     /// Agent timeout in seconds, overriding the tasks' `[agent] timeout_sec`.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub agent_timeout: Option<f64>,
 
     /// Verifier timeout in seconds, overriding the tasks' `[verifier] timeout_sec`.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub verifier_timeout: Option<f64>,
 
     /// Most processes in each sandbox.
-    #[arg(long, default_value_t = DEFAULT_PIDS_LIMIT)]
+    #[arg(long, default_value_t = DEFAULT_PIDS_LIMIT, allow_negative_numbers = true)]
     pub pids_limit: i64,
 
     /// User of the agent's commands (name, uid, name:group or uid:gid), overriding every task's `[agent] user` and its image's USER (the default, as in Harbor: root when the image sets none).
@@ -166,7 +167,7 @@ pub struct EvalArgs {
     pub resume: Option<PathBuf>,
 
     /// Run an attempt again, up to N more times with backoff, when it ends in an infrastructure error (engine, image, sandbox, the model API after its own retries); every try is kept.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true, value_parser = zero_or_more::<u32>)]
     pub retry_errors: u32,
 
     /// Run only part I of N of the suite (1-based): the tasks at positions I-1, I-1+N, ... of the suite's name order, all attempts of a task together. Merge the parts with `runner eval merge`.
@@ -174,7 +175,7 @@ pub struct EvalArgs {
     pub shard: Option<Shard>,
 
     /// Stop starting attempts once the suite's attempts have cost this many USD in all; those not started are recorded as skipped (running ones finish, each within --max-cost).
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub suite_max_cost: Option<f64>,
 
     /// Write the JSON report here (`-`: on stdout, which otherwise stays empty; all human text goes to stderr).
@@ -244,7 +245,7 @@ pub struct MergeArgs {
     pub html: Option<PathBuf>,
 
     /// Lowest pass rate (0..1) that still exits 0.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub min_pass_rate: f64,
 
     /// Exit 2 when any infrastructure error happened (`--fail-on-error=false` to only count passes).
@@ -289,7 +290,7 @@ pub struct RunArgs {
     pub image: String,
 
     /// Stop after this many seconds for the whole run.
-    #[arg(long, env = "RUNNER_MAX_TIME")]
+    #[arg(long, env = "RUNNER_MAX_TIME", allow_negative_numbers = true, value_parser = positive::<u64>)]
     pub max_time: Option<u64>,
 
     /// Run directory (default: ./runs/<timestamp-id>).
@@ -329,7 +330,7 @@ pub struct RunArgs {
     pub egress_network: Option<String>,
 
     /// CPUs for the container.
-    #[arg(long, default_value_t = DEFAULT_CPUS)]
+    #[arg(long, default_value_t = DEFAULT_CPUS, allow_negative_numbers = true)]
     pub cpus: f64,
 
     /// Memory limit of the container, e.g. 512m, 2g.
@@ -337,7 +338,7 @@ pub struct RunArgs {
     pub memory: String,
 
     /// Most processes in the container.
-    #[arg(long, default_value_t = DEFAULT_PIDS_LIMIT)]
+    #[arg(long, default_value_t = DEFAULT_PIDS_LIMIT, allow_negative_numbers = true)]
     pub pids_limit: i64,
 
     /// User inside the container (uid[:gid]).
@@ -364,8 +365,7 @@ pub struct AgentArgs {
     #[arg(long, env = "RUNNER_PROVIDER", value_enum, default_value_t = Provider::Anthropic)]
     pub provider: Provider,
 
-    /// Model name.
-    #[arg(long, env = "RUNNER_MODEL")]
+    #[arg(long, env = "RUNNER_MODEL", help = model_help())]
     pub model: Option<String>,
 
     /// Base URL of the model API (default: ANTHROPIC_BASE_URL or OPENAI_BASE_URL, then the vendor's).
@@ -377,19 +377,23 @@ pub struct AgentArgs {
     pub script: Option<PathBuf>,
 
     /// Per-command timeout in seconds (the model may ask for another, up to --max-command-timeout).
-    #[arg(long, env = "RUNNER_TIMEOUT", default_value_t = DEFAULT_TIMEOUT_SECS)]
+    #[arg(long, env = "RUNNER_TIMEOUT", default_value_t = DEFAULT_TIMEOUT_SECS, allow_negative_numbers = true, value_parser = positive::<u64>)]
     pub timeout: u64,
 
     /// The longest per-command timeout the model may ask for, in seconds.
-    #[arg(long, env = "RUNNER_MAX_COMMAND_TIMEOUT", default_value_t = DEFAULT_MAX_COMMAND_TIMEOUT_SECS)]
+    #[arg(long, env = "RUNNER_MAX_COMMAND_TIMEOUT", default_value_t = DEFAULT_MAX_COMMAND_TIMEOUT_SECS, allow_negative_numbers = true, value_parser = positive::<u64>)]
     pub max_command_timeout: u64,
 
+    /// Seconds a model API response may stay silent (no header, no data) before the attempt fails and is retried.
+    #[arg(long, env = "RUNNER_MODEL_TIMEOUT", default_value_t = DEFAULT_IDLE_READ_TIMEOUT_SECS, allow_negative_numbers = true, value_parser = positive::<u64>)]
+    pub model_timeout: u64,
+
     /// Stop after this many model calls.
-    #[arg(long, env = "RUNNER_MAX_STEPS", default_value_t = DEFAULT_MAX_STEPS)]
+    #[arg(long, env = "RUNNER_MAX_STEPS", default_value_t = DEFAULT_MAX_STEPS, allow_negative_numbers = true, value_parser = positive::<u32>)]
     pub max_steps: u32,
 
     /// Stop when the spend reaches this many US dollars.
-    #[arg(long, env = "RUNNER_MAX_COST")]
+    #[arg(long, env = "RUNNER_MAX_COST", allow_negative_numbers = true)]
     pub max_cost: Option<f64>,
 
     /// Price override in USD per million tokens: "INPUT,OUTPUT[,CACHE_WRITE,CACHE_READ]".
@@ -397,15 +401,15 @@ pub struct AgentArgs {
     pub price: Option<String>,
 
     /// Most tokens per model reply.
-    #[arg(long, env = "RUNNER_MAX_TOKENS", default_value_t = DEFAULT_MAX_TOKENS)]
+    #[arg(long, env = "RUNNER_MAX_TOKENS", default_value_t = DEFAULT_MAX_TOKENS, allow_negative_numbers = true, value_parser = positive::<u32>)]
     pub max_tokens: u32,
 
     /// The model's context window in tokens; old tool outputs are elided near it.
-    #[arg(long, env = "RUNNER_CONTEXT_WINDOW", default_value_t = DEFAULT_CONTEXT_WINDOW_TOKENS)]
+    #[arg(long, env = "RUNNER_CONTEXT_WINDOW", default_value_t = DEFAULT_CONTEXT_WINDOW_TOKENS, allow_negative_numbers = true, value_parser = positive::<u64>)]
     pub context_window: u64,
 
     /// Bytes of each command's output shown to the model (head + tail).
-    #[arg(long, env = "RUNNER_OUTPUT_LIMIT", default_value_t = DEFAULT_OUTPUT_LIMIT_BYTES)]
+    #[arg(long, env = "RUNNER_OUTPUT_LIMIT", default_value_t = DEFAULT_OUTPUT_LIMIT_BYTES, allow_negative_numbers = true, value_parser = at_least_100::<usize>)]
     pub output_limit: usize,
 
     /// System prompt text (replaces the default).
@@ -491,6 +495,7 @@ impl AgentArgs {
             script: self.script.clone(),
             timeout_secs: self.timeout,
             max_command_timeout_secs: self.max_command_timeout,
+            model_timeout_secs: self.model_timeout,
             max_steps: self.max_steps,
             max_cost_usd: self.max_cost,
             price: self.price.clone(),
@@ -536,6 +541,46 @@ impl RunArgs {
             keep_background: self.keep_background,
         }
     }
+}
+
+/// `--model`'s help: the default depends on the provider.
+fn model_help() -> String {
+    let of = |p: Provider| format!("{} for {}", p.info().default_model, p.info().name);
+    format!(
+        "Model name [default: {}, {}]",
+        of(Provider::Anthropic),
+        of(Provider::Openai)
+    )
+}
+
+/// A whole number of at least 1 (clap's own parser says "invalid digit
+/// found in string" of `-3`; this says the rule).
+fn positive<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
+    whole_at_least(s, 1, "must be greater than 0")
+}
+
+/// A whole number of at least 0.
+fn zero_or_more<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
+    whole_at_least(s, 0, "must be 0 or more")
+}
+
+/// A whole number of at least 100 (`--output-limit`, in bytes).
+fn at_least_100<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
+    whole_at_least(s, 100, "must be at least 100")
+}
+
+fn whole_at_least<T: TryFrom<u64>>(s: &str, min: u64, rule: &str) -> Result<T, String> {
+    let n: i128 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a whole number: {rule}"))?;
+    if n < i128::from(min) {
+        return Err(rule.to_string());
+    }
+    u64::try_from(n)
+        .ok()
+        .and_then(|n| T::try_from(n).ok())
+        .ok_or_else(|| "too large".to_string())
 }
 
 fn parse_shard(s: &str) -> Result<Shard, String> {

@@ -12,6 +12,7 @@ use crate::exec::backend::{
     WorkspaceMode,
 };
 use crate::exec::shell::ShellMode;
+use crate::model::http::DEFAULT_IDLE_READ_TIMEOUT_SECS;
 use crate::model::pricing::{Price, PriceParseError};
 use crate::model::provider::Provider;
 use crate::tools::policy::{Policy, PolicyError};
@@ -153,6 +154,8 @@ pub struct AgentOptions {
     pub script: Option<PathBuf>,
     pub timeout_secs: u64,
     pub max_command_timeout_secs: u64,
+    /// Seconds a model API response may stay silent (`--model-timeout`).
+    pub model_timeout_secs: u64,
     pub max_steps: u32,
     pub max_cost_usd: Option<f64>,
     /// Price override text: "INPUT,OUTPUT[,CACHE_WRITE,CACHE_READ]".
@@ -182,6 +185,7 @@ impl Default for AgentOptions {
             script: None,
             timeout_secs: DEFAULT_TIMEOUT_SECS,
             max_command_timeout_secs: DEFAULT_MAX_COMMAND_TIMEOUT_SECS,
+            model_timeout_secs: DEFAULT_IDLE_READ_TIMEOUT_SECS,
             max_steps: DEFAULT_MAX_STEPS,
             max_cost_usd: None,
             price: None,
@@ -332,6 +336,9 @@ pub struct Config {
     pub sandbox: SandboxSettings,
     pub timeout: Duration,
     pub max_command_timeout: Duration,
+    /// How long a model API response may stay silent before the attempt
+    /// fails and is retried.
+    pub model_timeout: Duration,
     pub max_steps: u32,
     pub max_time: Option<Duration>,
     pub max_cost_usd: Option<f64>,
@@ -384,6 +391,7 @@ impl ConfigBuilder {
                 max: a.max_command_timeout_secs,
             });
         }
+        positive("model-timeout", a.model_timeout_secs as f64)?;
         positive("max-steps", a.max_steps as f64)?;
         positive("max-tokens", a.max_tokens as f64)?;
         positive("context-window", a.context_window_tokens as f64)?;
@@ -448,6 +456,7 @@ impl ConfigBuilder {
             },
             timeout: Duration::from_secs(a.timeout_secs),
             max_command_timeout: Duration::from_secs(a.max_command_timeout_secs),
+            model_timeout: Duration::from_secs(a.model_timeout_secs),
             max_steps: a.max_steps,
             max_time: self.max_time_secs.map(Duration::from_secs),
             max_cost_usd: a.max_cost_usd,
@@ -500,6 +509,7 @@ impl Config {
             "shell": self.shell.as_str(),
             "timeout_secs": self.timeout.as_secs(),
             "max_command_timeout_secs": self.max_command_timeout.as_secs(),
+            "model_timeout_secs": self.model_timeout.as_secs(),
             "max_steps": self.max_steps,
             "max_time_secs": self.max_time.map(|d| d.as_secs()),
             "max_cost_usd": self.max_cost_usd,

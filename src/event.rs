@@ -21,6 +21,9 @@ pub enum Outcome {
     Interrupted,
     /// The model API, the sandbox or the configuration failed.
     Error,
+    /// The model answered nothing (no text, no tool call, 0 output
+    /// tokens), twice in a row: a broken upstream, not an answer.
+    EmptyReply,
 }
 
 impl Outcome {
@@ -29,7 +32,7 @@ impl Outcome {
         match self {
             Outcome::Completed => 0,
             Outcome::StepLimit | Outcome::TimeLimit | Outcome::CostLimit | Outcome::Refused => 1,
-            Outcome::Error => 2,
+            Outcome::Error | Outcome::EmptyReply => 2,
             Outcome::Interrupted => 130,
         }
     }
@@ -43,6 +46,7 @@ impl Outcome {
             Outcome::Refused => "refused",
             Outcome::Interrupted => "interrupted",
             Outcome::Error => "error",
+            Outcome::EmptyReply => "empty_reply",
         }
     }
 }

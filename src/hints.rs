@@ -3,7 +3,7 @@
 //! what is wrong and the command line says what to type.
 
 use crate::model::Hint;
-use crate::terminal::visible;
+use crate::terminal::{one_line, visible};
 
 /// A failure as the user sees it: one line saying what was wrong and,
 /// when something can be done, a hint. `main` prints it (the one place
@@ -33,7 +33,10 @@ impl Failure {
         let redactor = crate::redact::collect(host_env, None, &[])
             .map(|c| c.redactor)
             .unwrap_or_default();
-        eprintln!("error: {}", visible(&redactor.redact(&self.message)));
+        eprintln!(
+            "error: {}",
+            visible(&one_line(&redactor.redact(&self.message)))
+        );
         if let Some(h) = &self.hint {
             eprintln!("hint: {}", visible(&redactor.redact(h)));
         }
@@ -54,6 +57,16 @@ pub fn model(h: &Hint) -> String {
             "check --base-url (or ANTHROPIC_BASE_URL / OPENAI_BASE_URL) and the network".into()
         }
         Hint::TryLater => "the API kept failing; try again later or raise --max-time".into(),
+        Hint::RaiseTimeout {
+            secs,
+            flag: Some(flag),
+        } => format!(
+            "the API accepted the connection but was slow; raise {flag} (now {secs}s) or try again later"
+        ),
+        Hint::RaiseTimeout { flag: None, .. } => {
+            "the API accepted the connection but was slow; try again later".into()
+        }
+        Hint::ScriptFormat => "each TURN is an object such as {\"text\": \"...\", \"tool_calls\": [{\"name\": \"bash\", \"input\": {\"command\": \"ls\"}}]}; the fields are in src/model/scripted.rs, an example in examples/demo/script.json".into(),
     }
 }
 

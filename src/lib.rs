@@ -18,6 +18,7 @@ pub mod gc;
 pub mod hints;
 pub mod hostfs;
 pub mod model;
+pub mod plural;
 pub mod prompt;
 pub mod redact;
 pub mod render;

@@ -151,7 +151,8 @@ impl Human {
                 self.styled_line(
                     Some("33"),
                     &format!(
-                        "retrying model call{status} in {wait_ms} ms, attempt {attempt}: {reason}"
+                        "retrying model call{status} in {wait_ms} ms, attempt {attempt}: {}",
+                        crate::terminal::one_line(reason)
                     ),
                 );
             }
@@ -166,11 +167,15 @@ impl Human {
                 ..
             } => {
                 if let Some(e) = error {
-                    self.styled_line(Some("1;31"), &format!("error: {e}"));
+                    self.styled_line(
+                        Some("1;31"),
+                        &format!("error: {}", crate::terminal::one_line(e)),
+                    );
                 }
                 let summary = format!(
-                    "{} after {steps} steps in {:.1}s, ${cost_usd:.4} (tokens in {} / out {})",
+                    "{} after {} in {:.1}s, ${cost_usd:.4} (tokens in {} / out {})",
                     outcome.as_str(),
+                    crate::plural::count(*steps, "step", "steps"),
                     *duration_ms as f64 / 1000.0,
                     usage.total_input(),
                     usage.output_tokens

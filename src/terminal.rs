@@ -21,6 +21,14 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 
+/// `text` on one line, runs of whitespace (newlines included) made one
+/// space: every error runner prints is one line, and a message can quote
+/// an upstream body that is not (LiteLLM's carries a traceback). Events
+/// and the trajectory keep the text as it came.
+pub fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// `text` with every character a terminal would act on made visible.
 pub fn visible(text: &str) -> Cow<'_, str> {
     if !text.chars().any(acts_on_terminal) {

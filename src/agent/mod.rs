@@ -25,6 +25,23 @@ use crate::tools::{Registry, ToolContext};
 /// gives up.
 pub const MAX_CONSECUTIVE_CUTOFFS: u32 = 3;
 
+/// Empty replies (see [`is_empty_reply`]) asked again before the run ends
+/// with [`Outcome::EmptyReply`]: one, as a broken upstream body (seen
+/// through a LiteLLM proxy) can be a one-off.
+pub const EMPTY_REPLY_RETRIES: u32 = 1;
+
+/// A reply that says nothing: no text, no tool call, no other block, and
+/// 0 output tokens. Ending the run as `completed` on it would count a
+/// broken upstream as an answer.
+pub fn is_empty_reply(reply: &ModelReply) -> bool {
+    reply.usage.output_tokens == 0
+        && reply
+            .message
+            .content
+            .iter()
+            .all(|b| matches!(b, Block::Text { text } if text.trim().is_empty()))
+}
+
 /// Settings of the loop.
 #[derive(Debug, Clone)]
 pub struct AgentSettings {
@@ -138,6 +155,7 @@ impl Agent<'_> {
         let specs = self.tools.specs();
         let tools_bytes = serde_json::to_string(&specs).map(|s| s.len()).unwrap_or(0);
         let mut cutoffs = 0u32;
+        let mut empty_replies = 0u32;
         let mut trimmed_after_overflow = false;
         loop {
             if cancel.is_cancelled() {
@@ -178,6 +196,27 @@ impl Agent<'_> {
                 Err(e) => return RunEnd::model_error(&e),
             };
             self.account(step, convo, &reply, sink);
+            if is_empty_reply(&reply) {
+                empty_replies += 1;
+                if empty_replies > EMPTY_REPLY_RETRIES {
+                    return RunEnd {
+                        outcome: Outcome::EmptyReply,
+                        error: Some(format!(
+                            "the model sent an empty reply {} in a row (no text, no tool call, 0 output tokens)",
+                            crate::plural::count(empty_replies, "time", "times"),
+                        )),
+                        final_text: None,
+                        hint: Some(
+                            "the model API (or a proxy in front of it) returned nothing; check its logs, or try again later".into(),
+                        ),
+                    };
+                }
+                sink(&Event::Notice {
+                    message: "the model sent an empty reply (no text, no tool call, 0 output tokens); asking again".into(),
+                });
+                continue;
+            }
+            empty_replies = 0;
             if reply.stop_reason == StopReason::ModelContextWindowExceeded
                 && reply.message.tool_calls().next().is_none()
             {

@@ -298,8 +298,9 @@ async fn phases(
     // solve.sh stopped by the agent timeout is the solution running long,
     // graded like any agent over its time.
     let solution_ran_long = ctx.agent == AgentKind::Oracle && timed_out;
-    let infra =
-        end.outcome == Outcome::Error && blame == Blame::Infrastructure && !solution_ran_long;
+    let infra = matches!(end.outcome, Outcome::Error | Outcome::EmptyReply)
+        && blame == Blame::Infrastructure
+        && !solution_ran_long;
     if cancel.is_cancelled() || infra {
         let removed = p.executor.shutdown().await;
         p.stop_services().await;
@@ -940,7 +941,8 @@ async fn agent_phase(
                 &warn,
             )
             .await;
-            let blame = if end.outcome == Outcome::Error {
+            // An empty reply is the model API's failure too, never graded.
+            let blame = if matches!(end.outcome, Outcome::Error | Outcome::EmptyReply) {
                 Blame::Infrastructure
             } else {
                 Blame::Agent

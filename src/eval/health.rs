@@ -14,7 +14,7 @@ use crate::exec::{ExecError, ExecRequest, Executor};
 /// Why the sandbox never became healthy.
 #[derive(Debug, thiserror::Error)]
 pub enum HealthError {
-    #[error("the healthcheck `{command}` failed {retries} times in a row (last: {last})")]
+    #[error("the healthcheck `{command}` failed {} in a row (last: {last})", crate::plural::count(*.retries, "time", "times"))]
     Unhealthy {
         command: String,
         retries: u32,

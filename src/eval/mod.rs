@@ -221,9 +221,9 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
     let suite_id = suite.id.clone();
     if tasks.is_empty() {
         eprintln!(
-            "note: shard {} holds none of the suite's {} tasks",
+            "note: shard {} holds none of the suite's {}",
             args.shard.map_or("-".into(), |s| s.to_string()),
-            suite.tasks.len()
+            crate::plural::count_of(suite.tasks.len(), "task", "tasks")
         );
     }
 

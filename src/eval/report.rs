@@ -295,11 +295,12 @@ fn totals_line(t: &Totals) -> String {
     };
     let errors = if t.task_errors > 0 {
         format!(
-            "{} errors ({} without a reward, counted as not passed)",
-            t.errors, t.task_errors
+            "{} ({} without a reward, counted as not passed)",
+            crate::plural::count_of(t.errors, "error", "errors"),
+            t.task_errors
         )
     } else {
-        format!("{} errors", t.errors)
+        crate::plural::count_of(t.errors, "error", "errors")
     };
     let mut more = String::new();
     if t.skipped > 0 {
@@ -309,12 +310,12 @@ fn totals_line(t: &Totals) -> String {
         let _ = write!(more, ", {} retried", t.retries);
     }
     format!(
-        "{} passed, {} failed, {errors}, {} interrupted{more} of {} attempts ({} tasks); pass rate {:.1}%, pass@1 {:.2}{at_k}, mean reward {}, cost ${:.4}, {}",
+        "{} passed, {} failed, {errors}, {} interrupted{more} of {} ({}); pass rate {:.1}%, pass@1 {:.2}{at_k}, mean reward {}, cost ${:.4}, {}",
         t.passed,
         t.failed,
         t.interrupted,
-        t.attempts,
-        t.tasks,
+        crate::plural::count_of(t.attempts, "attempt", "attempts"),
+        crate::plural::count_of(t.tasks, "task", "tasks"),
         t.pass_rate * 100.0,
         t.pass_at_1,
         t.mean_reward.map_or("-".into(), |r| format!("{r:.3}")),

@@ -107,6 +107,9 @@ impl EvalSettings {
         if self.attempts == 0 {
             return bad("attempts", "must be at least 1");
         }
+        if self.pids_limit <= 0 {
+            return bad("pids-limit", "must be greater than 0");
+        }
         if !(0.0..=1.0).contains(&self.min_pass_rate) {
             return bad("min-pass-rate", "must be between 0 and 1");
         }

@@ -178,12 +178,28 @@ impl ExecError {
                 "use --executor docker for --allow-host (or a task's network_mode = \"allowlist\")"
                     .to_string(),
             ),
+            ExecError::ImageUnavailable { image, .. } => Some(image_hint(image)),
             ExecError::ShellUnavailable { .. } => Some(
                 "run with --shell fresh, or use an image (or a PATH) that has bash".to_string(),
             ),
             _ => None,
         }
     }
+}
+
+/// How to make `image` available to the engine: runner's own images are
+/// built from its checkout; any other comes from a registry, a saved
+/// archive or a Dockerfile (`make sandbox-image` builds none of those).
+pub fn image_hint(image: &str) -> String {
+    if image.starts_with("runner-sandbox:") {
+        return format!(
+            "build {image} with `make sandbox-image` in runner's checkout (from Debian packages; no registry needed)"
+        );
+    }
+    format!(
+        "make it available to this engine: `docker pull {image}` where a registry is reachable, \
+         `docker load -i FILE.tar` for a saved image, or `docker build -t {image} DIR`"
+    )
 }
 
 /// Variables of the runner's environment a command may see; everything else
@@ -193,8 +209,13 @@ pub const ENV_ALLOWLIST: [&str; 4] = ["PATH", "HOME", "LANG", "TERM"];
 /// What the model is told when processes a command left running in the
 /// background were killed as it ended (`n` of them).
 pub fn background_killed_note(n: u32) -> String {
+    let (them, were) = if n == 1 {
+        ("1 background process", "was")
+    } else {
+        (&*format!("{n} background processes"), "were")
+    };
     format!(
-        "[the command exited; {n} background processes it left running were killed \
+        "[the command exited; {them} it left running {were} killed \
          (each command's processes end with it)]"
     )
 }
@@ -401,5 +422,47 @@ pub trait Executor: Send + Sync {
     /// workspace are dropped (a verifier's). Idempotent.
     async fn discard(&self) -> Result<(), ExecError> {
         self.shutdown().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_image_is_told_how_it_can_be_had() {
+        let own = ExecError::ImageUnavailable {
+            image: "runner-sandbox:bookworm".into(),
+            detail: "gone".into(),
+        };
+        let own = own.hint().unwrap_or_default();
+        assert!(own.contains("make sandbox-image"), "{own}");
+        let theirs = ExecError::ImageUnavailable {
+            image: "ubuntu".into(),
+            detail: "gone".into(),
+        };
+        let theirs = theirs.hint().unwrap_or_default();
+        assert!(
+            theirs.contains("`docker pull ubuntu`")
+                && theirs.contains("docker load -i")
+                && theirs.contains("docker build -t ubuntu"),
+            "{theirs}"
+        );
+        assert!(!theirs.contains("sandbox-image"), "{theirs}");
+    }
+
+    #[test]
+    fn the_background_note_counts_in_the_right_number() {
+        assert!(
+            background_killed_note(1).contains("1 background process it left running was killed"),
+            "{}",
+            background_killed_note(1)
+        );
+        assert!(
+            background_killed_note(3)
+                .contains("3 background processes it left running were killed"),
+            "{}",
+            background_killed_note(3)
+        );
     }
 }

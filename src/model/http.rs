@@ -55,21 +55,35 @@ pub(crate) fn trim_base(base: &str) -> &str {
     base.trim().trim_end_matches('/')
 }
 
-/// Sends a request; connection failures and a silent server become
-/// retryable `Unreachable` errors.
+/// The flag that sets [`HttpTimeouts::idle_read`], for messages.
+pub const MODEL_TIMEOUT_FLAG: &str = "--model-timeout";
+
+/// Sends a request. A connection that cannot be made is `Unreachable`; a
+/// server that took the request but stays silent is `TimedOut` (slow, not
+/// unreachable); a connection that breaks before the response is a broken
+/// stream. All three are retryable.
 pub(crate) async fn send(
     req: reqwest::RequestBuilder,
     url: &str,
     idle: Duration,
 ) -> Result<reqwest::Response, ModelError> {
     match tokio::time::timeout(idle, req.send()).await {
-        Err(_) => Err(ModelError::Unreachable {
-            url: url.to_string(),
-            detail: format!("no response within {}s", idle.as_secs()),
+        Err(_) => Err(ModelError::TimedOut {
+            what: format!("the model API at {url}"),
+            secs: idle.as_secs(),
+            flag: Some(MODEL_TIMEOUT_FLAG),
         }),
-        Ok(Err(e)) => Err(ModelError::Unreachable {
+        Ok(Err(e)) if e.is_connect() => Err(ModelError::Unreachable {
             url: url.to_string(),
             detail: error_chain(&e),
+        }),
+        Ok(Err(e)) => Err(ModelError::StreamError {
+            kind: "connection".into(),
+            message: format!(
+                "{url} closed the connection before answering: {}",
+                error_chain(&e)
+            ),
+            retryable: true,
         }),
         Ok(Ok(resp)) => Ok(resp),
     }

@@ -238,8 +238,17 @@ pub enum ModelError {
     Unauthorized { status: u16, var: &'static str },
     #[error("model '{model}' was not found (HTTP 404): {message}")]
     ModelNotFound { model: String, message: String },
+    /// No connection could be made (refused, DNS, connect timeout).
     #[error("cannot reach {url}: {detail}")]
     Unreachable { url: String, detail: String },
+    /// Connected, but no answer within `secs`: the API is slow, not
+    /// unreachable. `flag`, when there is one, raises the limit.
+    #[error("{what} timed out: no response within {secs}s")]
+    TimedOut {
+        what: String,
+        secs: u64,
+        flag: Option<&'static str>,
+    },
     #[error("the prompt is too long for the model's context window: {message}")]
     PromptTooLong { message: String },
     #[error("API error (HTTP {status}, {kind}): {message}")]
@@ -259,13 +268,16 @@ pub enum ModelError {
     },
     #[error("unexpected response from the model API: {0}")]
     Protocol(String),
-    #[error("gave up after {attempts} attempts: {last}")]
+    #[error("gave up after {}: {last}", crate::plural::count(*.attempts, "attempt", "attempts"))]
     RetriesExhausted {
         attempts: u32,
         last: Box<ModelError>,
     },
     #[error("script: {0}")]
     Script(String),
+    /// A script that is not valid JSON or not of a script's shape.
+    #[error("script: {0}")]
+    ScriptFormat(String),
     #[error("the model call was cancelled")]
     Cancelled,
 }
@@ -274,7 +286,7 @@ impl ModelError {
     /// Whether another attempt of the same request may succeed.
     pub fn is_retryable(&self) -> bool {
         match self {
-            ModelError::Unreachable { .. } => true,
+            ModelError::Unreachable { .. } | ModelError::TimedOut { .. } => true,
             ModelError::Api { retryable, .. } => *retryable,
             ModelError::StreamError { retryable, .. } => *retryable,
             _ => false,
@@ -291,6 +303,11 @@ impl ModelError {
                 model: model.clone(),
             },
             ModelError::Unreachable { url, .. } => Hint::CheckBaseUrl { url: url.clone() },
+            ModelError::TimedOut { secs, flag, .. } => Hint::RaiseTimeout {
+                secs: *secs,
+                flag: *flag,
+            },
+            ModelError::ScriptFormat(_) => Hint::ScriptFormat,
             ModelError::RetriesExhausted { last, .. } => {
                 return last.hint().or(Some(Hint::TryLater));
             }
@@ -324,6 +341,14 @@ pub enum Hint {
     /// The API kept failing with errors worth retrying: try later, or allow
     /// the run more time.
     TryLater,
+    /// A script of the wrong format: where the format is documented.
+    ScriptFormat,
+    /// The API was reached but answered too slowly: `flag` (now `secs`)
+    /// raises the limit.
+    RaiseTimeout {
+        secs: u64,
+        flag: Option<&'static str>,
+    },
 }
 
 /// A language model the loop can talk to.
@@ -368,6 +393,24 @@ mod tests {
         assert_eq!(back, m);
         assert_eq!(m.text(), "hi");
         assert_eq!(m.tool_calls().count(), 0);
+    }
+
+    #[test]
+    fn gave_up_counts_attempts_in_the_right_number() {
+        let last = || Box::new(ModelError::Protocol("x".into()));
+        let one = ModelError::RetriesExhausted {
+            attempts: 1,
+            last: last(),
+        };
+        assert_eq!(
+            one.to_string(),
+            "gave up after 1 attempt: unexpected response from the model API: x"
+        );
+        let five = ModelError::RetriesExhausted {
+            attempts: 5,
+            last: last(),
+        };
+        assert!(five.to_string().starts_with("gave up after 5 attempts:"));
     }
 
     #[test]

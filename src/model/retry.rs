@@ -72,9 +72,12 @@ impl RetryPolicy {
             let remaining = self.deadline.saturating_sub(start.elapsed());
             let result = match tokio::time::timeout(remaining, attempt()).await {
                 Ok(r) => r,
-                Err(_) => Err(ModelError::Unreachable {
-                    url: String::from("model API"),
-                    detail: format!("no answer within the {}s deadline", self.deadline.as_secs()),
+                // The whole call's budget: the API may have answered
+                // every attempt, slowly; this is not "cannot reach".
+                Err(_) => Err(ModelError::TimedOut {
+                    what: "the model call, retries included,".into(),
+                    secs: self.deadline.as_secs(),
+                    flag: None,
                 }),
             };
             let err = match result {
@@ -128,17 +131,29 @@ pub fn status_is_retryable(status: u16, headers: &HeaderMap) -> bool {
 }
 
 /// The wait the server asked for: `retry-after-ms`, then `retry-after` in
-/// seconds or as an HTTP date.
+/// seconds or as an HTTP date; then the same headers as LiteLLM's proxy
+/// passes on the upstream's, renamed `llm_provider-retry-after(-ms)`.
 pub fn retry_after_ms(headers: &HeaderMap) -> Option<u64> {
-    if let Some(ms) = headers
-        .get("retry-after-ms")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<f64>().ok())
+    ["", "llm_provider-"]
+        .iter()
+        .find_map(|prefix| retry_after_named(headers, prefix))
+}
+
+/// [`retry_after_ms`] for the headers named `{prefix}retry-after(-ms)`.
+fn retry_after_named(headers: &HeaderMap, prefix: &str) -> Option<u64> {
+    let get = |name: &str| {
+        headers
+            .get(format!("{prefix}{name}").as_str())
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(ms) = get("retry-after-ms")
+        .and_then(|v| v.parse::<f64>().ok())
         .filter(|ms| ms.is_finite() && *ms >= 0.0)
     {
         return Some(u64_from_f64(ms));
     }
-    let value = headers.get("retry-after")?.to_str().ok()?.trim();
+    let value = get("retry-after")?;
     if let Ok(secs) = value.parse::<f64>() {
         if secs.is_finite() && secs >= 0.0 {
             return Some(u64_from_f64(secs * 1000.0));
@@ -195,6 +210,23 @@ mod tests {
             Some(2000)
         );
         assert_eq!(retry_after_ms(&headers(&[("retry-after", "soon")])), None);
+        // LiteLLM's proxy renames the upstream's headers.
+        assert_eq!(
+            retry_after_ms(&headers(&[("llm_provider-retry-after", "1")])),
+            Some(1000)
+        );
+        assert_eq!(
+            retry_after_ms(&headers(&[("llm_provider-retry-after-ms", "40")])),
+            Some(40)
+        );
+        // The proxy's own header wins over the upstream's.
+        assert_eq!(
+            retry_after_ms(&headers(&[
+                ("retry-after", "3"),
+                ("llm_provider-retry-after", "1")
+            ])),
+            Some(3000)
+        );
         assert_eq!(
             retry_after_ms(&headers(&[(
                 "retry-after",

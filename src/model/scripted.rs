@@ -62,13 +62,6 @@ pub struct ScriptedTurn {
     pub panic: Option<String>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ScriptFile {
-    Turns { turns: Vec<ScriptedTurn> },
-    List(Vec<ScriptedTurn>),
-}
-
 /// Replays a script.
 #[derive(Debug)]
 pub struct ScriptedModel {
@@ -85,22 +78,59 @@ impl ScriptedModel {
         }
     }
 
-    /// Parses script text; the error says what is wrong and where.
+    /// Parses script text; the error says what is wrong and where: the
+    /// line and column of a JSON syntax error, the shape a script must
+    /// have, or the turn whose fields are wrong.
     pub fn parse(text: &str) -> Result<Self, ModelError> {
-        let file: ScriptFile = serde_json::from_str(text).map_err(|e| {
-            ModelError::Script(format!(
-                "not a valid script (line {}, column {}): {e}",
+        let file: Value = serde_json::from_str(text).map_err(|e| {
+            ModelError::ScriptFormat(format!(
+                "not valid JSON (line {}, column {}): {e}",
                 e.line(),
                 e.column()
             ))
         })?;
-        let turns = match file {
-            ScriptFile::Turns { turns } | ScriptFile::List(turns) => turns,
+        let list = match &file {
+            Value::Array(list) => list,
+            Value::Object(map) => match map.get("turns") {
+                Some(Value::Array(list)) if map.len() == 1 => list,
+                Some(Value::Array(_)) => {
+                    let extra: Vec<&str> = map
+                        .keys()
+                        .map(String::as_str)
+                        .filter(|k| *k != "turns")
+                        .collect();
+                    return Err(shape(&format!(
+                        "an object with keys besides \"turns\" ({})",
+                        extra.join(", ")
+                    )));
+                }
+                Some(other) => {
+                    return Err(shape(&format!(
+                        "an object whose \"turns\" is {}, not a list",
+                        kind(other)
+                    )));
+                }
+                None => return Err(shape("an object without \"turns\"")),
+            },
+            other => return Err(shape(&kind(other))),
         };
+        let mut turns = Vec::with_capacity(list.len());
+        for (i, turn) in list.iter().enumerate() {
+            if !turn.is_object() {
+                return Err(ModelError::ScriptFormat(format!(
+                    "turn {} is {}, not an object",
+                    i + 1,
+                    kind(turn)
+                )));
+            }
+            let turn = ScriptedTurn::deserialize(turn)
+                .map_err(|e| ModelError::ScriptFormat(format!("turn {}: {e}", i + 1)))?;
+            turns.push(turn);
+        }
         for (i, turn) in turns.iter().enumerate() {
             for call in &turn.tool_calls {
                 if call.input.is_some() == call.raw_input.is_some() {
-                    return Err(ModelError::Script(format!(
+                    return Err(ModelError::ScriptFormat(format!(
                         "turn {}: tool call '{}' needs exactly one of 'input' or 'raw_input'",
                         i + 1,
                         call.name
@@ -117,9 +147,31 @@ impl ScriptedModel {
             ModelError::Script(format!("cannot read script {}: {e}", path.display()))
         })?;
         Self::parse(&text).map_err(|e| match e {
-            ModelError::Script(msg) => ModelError::Script(format!("{}: {msg}", path.display())),
+            ModelError::ScriptFormat(msg) => {
+                ModelError::ScriptFormat(format!("{}: {msg}", path.display()))
+            }
             other => other,
         })
+    }
+}
+
+/// The error for valid JSON of the wrong shape: what a script is, and what
+/// this was instead.
+fn shape(what: &str) -> ModelError {
+    ModelError::ScriptFormat(format!(
+        "not a script: a script is {{\"turns\": [TURN, ...]}} or [TURN, ...], and this is {what}"
+    ))
+}
+
+/// A JSON value's kind, as the messages name it.
+fn kind(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(_) => "a boolean".into(),
+        Value::Number(_) => "a number".into(),
+        Value::String(_) => "a string".into(),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "an object".into(),
     }
 }
 
@@ -238,7 +290,46 @@ mod tests {
             .expect_err("a call with no input is refused");
         assert!(err.to_string().contains("turn 1"), "{err}");
         let err = ScriptedModel::parse("[{\"txt\": 1}]").expect_err("unknown field");
-        assert!(err.to_string().contains("not a valid script"), "{err}");
+        assert!(
+            err.to_string().contains("turn 1: unknown field `txt`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn valid_json_of_the_wrong_shape_is_told_what_a_script_is() {
+        let format = "a script is {\"turns\": [TURN, ...]} or [TURN, ...]";
+        for (text, what) in [
+            (r#"{"steps": []}"#, "an object without \"turns\""),
+            (
+                r#"{"turns": {"text": "hi"}}"#,
+                "\"turns\" is an object, not a list",
+            ),
+            (
+                r#"{"turns": [], "model": "x"}"#,
+                "keys besides \"turns\" (model)",
+            ),
+            (r#""hello""#, "this is a string"),
+            ("3", "this is a number"),
+        ] {
+            let err = ScriptedModel::parse(text).expect_err(text);
+            let msg = err.to_string();
+            assert!(msg.contains(format), "{text}: {msg}");
+            assert!(msg.contains(what), "{text}: {msg}");
+            assert!(!msg.contains("untagged"), "{msg}");
+            assert_eq!(err.hint(), Some(crate::model::Hint::ScriptFormat), "{text}");
+        }
+        let err = ScriptedModel::parse(r#"["hi"]"#).expect_err("a turn that is a string");
+        assert!(
+            err.to_string()
+                .contains("turn 1 is a string, not an object"),
+            "{err}"
+        );
+        let err = ScriptedModel::parse("[\n{\"text\": }]").expect_err("a syntax error");
+        assert!(
+            err.to_string().contains("not valid JSON (line 2, column"),
+            "{err}"
+        );
     }
 
     #[tokio::test]

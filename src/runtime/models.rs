@@ -12,11 +12,13 @@ use crate::model::{Model, ModelError};
 /// Builds the configured model client.
 pub fn build_model(config: &Config) -> Result<Box<dyn Model>, ModelError> {
     let api = || {
-        ApiConfig::new(
+        let mut api = ApiConfig::new(
             config.model.clone(),
             config.api_key.clone(),
             &config.base_url,
-        )
+        );
+        api.timeouts.idle_read = config.model_timeout;
+        api
     };
     Ok(match config.provider {
         Provider::Anthropic => Box::new(AnthropicModel::new(api())?),

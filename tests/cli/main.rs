@@ -22,8 +22,10 @@ mod support;
 
 mod docker;
 mod edit;
+mod messages;
 mod models;
 #[path = "../model/recorded.rs"]
 mod recorded;
 mod repl;
+mod replies;
 mod scripted;

@@ -181,6 +181,13 @@ fn an_unreachable_base_url_is_one_clear_error() {
         "{}",
         r.explain()
     );
+    // Nothing answered: "cannot reach" and the base-URL hint (a slow API
+    // that did answer gets neither, see tests/cli/replies.rs).
+    assert!(
+        r.stderr().contains("cannot reach") && r.stderr().contains("hint: check --base-url"),
+        "{}",
+        r.explain()
+    );
 }
 
 #[test]

@@ -370,7 +370,37 @@ fn usage_errors_exit_2_with_one_line_and_a_hint() {
         .runner()
         .args(["--provider", "scripted", "--script", "bad.json", "x"]));
     r.expect_code(2);
-    assert!(r.stderr().contains("not a valid script"), "{}", r.explain());
+    assert!(
+        r.stderr()
+            .contains("bad.json: not valid JSON (line 1, column 2)"),
+        "{}",
+        r.explain()
+    );
+    // Valid JSON, wrong shape: the message says what a script is, the hint
+    // where its format is documented.
+    std::fs::write(
+        d.path().join("shape.json"),
+        r#"{"steps": [{"text": "hi"}]}"#,
+    )
+    .expect("write");
+    let r = run(d
+        .runner()
+        .args(["--provider", "scripted", "--script", "shape.json", "x"]));
+    r.expect_code(2);
+    let err = r.stderr();
+    assert!(
+        err.starts_with(
+            "error: script: shape.json: not a script: a script is {\"turns\": [TURN, ...]} or [TURN, ...], and this is an object without \"turns\"\n"
+        ),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        err.contains("\nhint: each TURN is an object") && err.contains("src/model/scripted.rs"),
+        "{}",
+        r.explain()
+    );
+    assert!(!err.contains("untagged"), "{}", r.explain());
 }
 
 fn task_dash_reads_stdin(ex: Exec) {

@@ -180,8 +180,18 @@ async fn refuses_docker_socket_parents_and_missing_images() {
     let msg = err.to_string();
     assert!(matches!(err, ExecError::ImageUnavailable { .. }), "{msg}");
     assert!(
-        msg.contains("127.0.0.1:9/runner-missing:nope") && msg.contains("make sandbox-image"),
+        msg.contains("127.0.0.1:9/runner-missing:nope")
+            && msg.contains("it is not on this engine and pulling it failed"),
         "{msg}"
+    );
+    // Not runner's own image: the hint says how to make it available, not
+    // to run `make sandbox-image` (which builds only runner-sandbox:*).
+    let hint = err.hint().unwrap_or_default();
+    assert!(
+        hint.contains("docker pull 127.0.0.1:9/runner-missing:nope")
+            && hint.contains("docker load -i")
+            && !hint.contains("sandbox-image"),
+        "{hint}"
     );
 }
 

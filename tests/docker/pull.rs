@@ -107,7 +107,10 @@ async fn pulls_missing_image_from_loopback_registry() {
         .expect("missing tag must fail");
     assert!(matches!(err, ExecError::ImageUnavailable { .. }), "{err}");
     assert!(
-        err.to_string().contains("no-such-tag") && err.to_string().contains("make sandbox-image"),
+        err.to_string().contains("no-such-tag")
+            && err
+                .hint()
+                .is_some_and(|h| h.contains("docker pull") && h.contains("no-such-tag")),
         "{err}"
     );
 

@@ -143,8 +143,20 @@ fn wrong_types_in_task_toml_name_the_file_and_key() {
     let ran = run(d.runner().args(["eval", "bad", "--agent", "nop"]));
     ran.expect_code(2);
     let err = ran.stderr();
+    // One error line naming the file, line, column and key; the offending
+    // line is quoted in the hint, not folded into the error.
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", ran.explain());
     assert!(
-        err.contains("task.toml") && err.contains("cpus") && err.contains("line 4"),
+        lines[0].starts_with("error: ")
+            && lines[0].ends_with(
+                "bad/task.toml: line 4, column 8, key environment.cpus: invalid type: string \"many\", expected f64"
+            ),
+        "{}",
+        ran.explain()
+    );
+    assert!(
+        lines[1].starts_with("hint: line 4 reads: cpus = \"many\"; see Harbor's task.toml"),
         "{}",
         ran.explain()
     );

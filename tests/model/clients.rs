@@ -323,3 +323,111 @@ fn the_protocol_checker_finds_violations() {
     );
     assert!(ok.is_empty(), "{ok:?}");
 }
+
+/// A 429 as LiteLLM's proxy sends it: an OpenAI-style error body with the
+/// upstream's message, `type` null, and the upstream's `retry-after`
+/// passed on as `llm_provider-retry-after`.
+fn litellm_rate_limited(secs: &str) -> FakeResponse {
+    FakeResponse::status(
+        429,
+        &[("llm_provider-retry-after", secs)],
+        json!({"error": {
+            "message": "litellm.RateLimitError: AnthropicException - {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"Number of request tokens has exceeded your per-minute rate limit\"}}\nReceived Model Group=claude\nAvailable Model Group Fallbacks=None",
+            "type": null, "param": null, "code": "429"}}),
+    )
+}
+
+fn openai_with(base: &str, retry: RetryPolicy) -> OpenAiModel {
+    let mut cfg = ApiConfig::new("claude", None, DEFAULT_OPENAI_BASE_URL);
+    cfg.base_url = base.to_string();
+    cfg.retry = retry;
+    OpenAiModel::new(cfg).expect("model")
+}
+
+#[tokio::test]
+async fn litellms_llm_provider_retry_after_is_honoured_over_the_backoff() {
+    // A backoff far longer than the header's second: the retry must come
+    // after about one second, not after 15-30 s.
+    let slow_backoff = RetryPolicy {
+        max_attempts: 3,
+        base_delay: Duration::from_secs(30),
+        max_delay: Duration::from_secs(30),
+        ..RetryPolicy::default()
+    };
+    // And one far shorter: the retry must still wait the header's second.
+    let quick_backoff = RetryPolicy {
+        max_attempts: 3,
+        base_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(2),
+        ..RetryPolicy::default()
+    };
+    for retry in [slow_backoff, quick_backoff] {
+        let server = FakeServer::start(vec![
+            litellm_rate_limited("1"),
+            FakeResponse::openai_text("ok"),
+        ])
+        .await;
+        let (r, p) = call(&openai_with(&server.openai_url(), retry.clone()), &hello()).await;
+        assert_eq!(r.expect("reply").message.text(), "ok");
+        let retries: Vec<&ModelProgress> = p
+            .iter()
+            .filter(|x| matches!(x, ModelProgress::Retry { .. }))
+            .collect();
+        assert!(
+            matches!(
+                retries[..],
+                [ModelProgress::Retry {
+                    status: Some(429),
+                    wait_ms: 1000,
+                    ..
+                }]
+            ),
+            "{p:?}"
+        );
+        let reqs = server.requests();
+        assert_eq!(reqs.len(), 2);
+        let gap = reqs[1].at.duration_since(reqs[0].at);
+        assert!(
+            gap >= Duration::from_millis(1000) && gap < Duration::from_secs(10),
+            "retried {gap:?} after the 429 (backoff {:?})",
+            retry.base_delay
+        );
+        server.assert_protocol_ok();
+    }
+}
+
+#[tokio::test]
+async fn a_slow_server_times_out_and_is_not_called_unreachable() {
+    let late = FakeResponse::anthropic_text("late").with_head_delay(Duration::from_millis(2500));
+    let server = FakeServer::start(vec![late]).await;
+    let (r, _) = call(&anthropic(&server.url(), 1, 1000), &hello()).await;
+    let e = r.expect_err("too slow");
+    let msg = e.to_string();
+    match &e {
+        ModelError::RetriesExhausted { attempts: 1, last } => assert!(
+            matches!(
+                **last,
+                ModelError::TimedOut {
+                    secs: 1,
+                    flag: Some("--model-timeout"),
+                    ..
+                }
+            ),
+            "{last:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        msg.contains("timed out: no response within 1s") && !msg.contains("cannot reach"),
+        "{msg}"
+    );
+    assert_eq!(
+        e.hint(),
+        Some(runner::model::Hint::RaiseTimeout {
+            secs: 1,
+            flag: Some("--model-timeout")
+        })
+    );
+    // The server did receive the request: it was reached.
+    assert_eq!(server.requests().len(), 1);
+}

@@ -1,5 +1,5 @@
 //! The model clients against fake Anthropic and OpenAI servers on loopback:
-//! the recorded API exchanges of `../shared/llm-vectors` replayed through
+//! the recorded API exchanges of `tests/fixtures/llm-vectors` replayed through
 //! the real clients, and client behaviour beyond them (timeouts, retries,
 //! key errors, chunking). Needs no Docker.
 

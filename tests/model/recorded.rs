@@ -1,4 +1,4 @@
-//! Loading the recorded LLM API exchanges in `../shared/llm-vectors` and
+//! Loading the recorded LLM API exchanges in `tests/fixtures/llm-vectors` and
 //! converting them to and from the neutral conversation types.
 
 #![allow(dead_code)]
@@ -14,10 +14,10 @@ use crate::support::fake_model::FakeResponse;
 
 /// The vector directory; panics (never skips) when it is missing.
 pub fn dir() -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/llm-vectors");
+    let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llm-vectors");
     assert!(
         d.join("index.md").is_file(),
-        "the LLM test vectors are missing: expected them at {} (clone shared/ beside the repo)",
+        "the LLM test vectors are missing: expected them at {} (they are part of the repository: is the checkout complete?)",
         d.display()
     );
     d

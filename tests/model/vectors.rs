@@ -1,4 +1,4 @@
-//! Replays the recorded API exchanges in `../shared/llm-vectors` through
+//! Replays the recorded API exchanges in `tests/fixtures/llm-vectors` through
 //! the real clients via the fake server: each response must parse into the
 //! right reply or error, and the follow-up request the client builds from
 //! its reply must have the structure of the recorded next request.

@@ -111,7 +111,7 @@ async fn background_processes_are_killed_as(user: &str) {
     assert_eq!(out.exit_code, Some(0), "{out:?}");
     assert!(out.output.starts_with("started\n"), "{out:?}");
     assert!(
-        out.output.contains("background processes") && out.output.contains("killed"),
+        out.output.contains("background process") && out.output.contains("killed"),
         "the model is told: {out:?}"
     );
     let left = stray_processes(&ex).await;
@@ -254,7 +254,7 @@ fn keep_background_flag_and_default_through_the_binary() {
         } else {
             assert!(!sees("sleep 1000") && !sees("yes"), "{}", r.explain());
             assert!(
-                first.contains("background processes") && first.contains("killed"),
+                first.contains("background process") && first.contains("killed"),
                 "the model is told: {}",
                 r.explain()
             );
@@ -279,7 +279,7 @@ async fn local_executor_tells_the_model_about_killed_background_processes() {
     assert_eq!(out.exit_code, Some(0));
     assert!(out.output.starts_with("started\n"), "{out:?}");
     assert!(
-        out.output.contains("background processes") && out.output.contains("killed"),
+        out.output.contains("background process") && out.output.contains("killed"),
         "{out:?}"
     );
     let plain = ex.execute(req("echo quiet", 10.0)).await.unwrap();

@@ -415,7 +415,7 @@ async fn execute_as_root_is_root_and_what_it_leaves_dies_with_it() {
         .await
         .unwrap();
     assert_eq!(out.exit_code, Some(0), "{out:?}");
-    assert!(out.output.contains("background processes"), "{out:?}");
+    assert!(out.output.contains("background process"), "{out:?}");
     still_serves(&ex).await;
     // A timeout kills the command and its background child alike.
     let started = Instant::now();

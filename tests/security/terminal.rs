@@ -42,13 +42,13 @@ fn escape_sequences_from_commands_and_the_model_are_shown_not_obeyed() {
     // runner's own summary line, and prints C1 CSI (U+009B in UTF-8, then
     // a lone 0x9b byte).
     let command = "echo '\u{1b}[1mbold-cmd'; \
-                   printf '\\033[2J\\033]0;pwned-title\\007\\rcompleted after 1 steps\\n'; \
+                   printf '\\033[2J\\033]0;pwned-title\\007\\rcompleted after 1 step\\n'; \
                    printf '\\302\\23331mC1-utf8 \\233lone\\n'";
     let script = json!([
         {"text": "model says \u{1b}]0;model-title\u{7} and \u{9b}2J then\u{8}\u{8}xx\r\n",
          "tool_calls": [{"name": "bash", "input": {"command": command}}]},
         {"tool_calls": [{"name": "bash\u{1b}[2J", "input": {}}],
-         "expect": "completed after 1 steps"},
+         "expect": "completed after 1 step"},
         {"text": "done \u{1b}[0m\u{7f}"}
     ]);
     let script = d.write("script.json", &script.to_string());
@@ -63,7 +63,7 @@ fn escape_sequences_from_commands_and_the_model_are_shown_not_obeyed() {
     for shown in [
         // the command as echoed, its output, the model's text, the tool name
         "$ echo '\\x1b[1mbold-cmd'",
-        "\\x1b[2J\\x1b]0;pwned-title\\x07\\x0dcompleted after 1 steps",
+        "\\x1b[2J\\x1b]0;pwned-title\\x07\\x0dcompleted after 1 step",
         "\\u{9b}31mC1-utf8",
         "model says \\x1b]0;model-title\\x07 and \\u{9b}2J then\\x08\\x08xx",
         "bash\\x1b[2J",
@@ -76,7 +76,7 @@ fn escape_sequences_from_commands_and_the_model_are_shown_not_obeyed() {
     // No line can pass for runner's summary except runner's own.
     let fakes: Vec<&str> = err
         .lines()
-        .filter(|l| l.trim_start().starts_with("completed after 1 steps"))
+        .filter(|l| l.trim_start().starts_with("completed after 1 step"))
         .collect();
     assert!(fakes.is_empty(), "fake status line {fakes:?}{explain}");
 

@@ -60,6 +60,8 @@ pub struct RecordedRequest {
     pub body: Value,
     /// The body as text.
     pub raw_body: String,
+    /// When the server had read it whole (for the waits between retries).
+    pub at: std::time::Instant,
 }
 
 impl RecordedRequest {
@@ -88,6 +90,9 @@ pub struct FakeResponse {
     /// After the chunks, keep the connection open and silent (a stalled
     /// stream) instead of ending the body.
     pub stall: bool,
+    /// A pause before the response head (a server that is reachable but
+    /// slow to answer).
+    pub head_delay: Duration,
 }
 
 const SSE: &str = "text/event-stream; charset=utf-8";
@@ -116,6 +121,7 @@ impl FakeResponse {
             chunks: vec![Bytes::from(body.into())],
             chunk_delay: Duration::ZERO,
             stall: false,
+            head_delay: Duration::ZERO,
         }
     }
 
@@ -145,6 +151,7 @@ impl FakeResponse {
             chunks,
             chunk_delay: Duration::ZERO,
             stall: false,
+            head_delay: Duration::ZERO,
         }
     }
 
@@ -226,6 +233,7 @@ impl FakeResponse {
             chunks: body,
             chunk_delay: Duration::ZERO,
             stall: false,
+            head_delay: Duration::ZERO,
         }
     }
 
@@ -254,6 +262,12 @@ impl FakeResponse {
             .chunks(size.max(1))
             .map(Bytes::copy_from_slice)
             .collect();
+        self
+    }
+
+    /// Waits `delay` before sending the response head.
+    pub fn with_head_delay(mut self, delay: Duration) -> Self {
+        self.head_delay = delay;
         self
     }
 
@@ -526,6 +540,7 @@ async fn handle(
             .collect(),
         body: parsed,
         raw_body,
+        at: std::time::Instant::now(),
     };
     let mut problems = check_request(&req);
     let next = {
@@ -549,6 +564,9 @@ async fn handle(
             anthropic_error("api_error", "fake model server: no response queued"),
         )
     });
+    if !r.head_delay.is_zero() {
+        tokio::time::sleep(r.head_delay).await;
+    }
     render(r)
 }
 

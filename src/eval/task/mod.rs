@@ -12,6 +12,7 @@ pub mod envsubst;
 mod keys_tests;
 pub mod schema;
 pub mod tb1;
+mod toml_error;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -46,8 +47,14 @@ pub enum TaskError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// task.toml is not TOML, or not of the schema's types: `message`
+    /// names the line, column and key; `line_text` quotes the line.
     #[error("{path}: {message}")]
-    Toml { path: PathBuf, message: String },
+    Toml {
+        path: PathBuf,
+        message: String,
+        line_text: Option<String>,
+    },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
     #[error("{0} is neither a task directory (with instruction.md) nor holds any")]
@@ -113,6 +120,12 @@ impl TaskError {
             TaskError::UnknownLayout { .. } => Some(
                 "a Harbor task holds instruction.md, task.toml and tests/test.sh; a Terminal-Bench 1 task holds task.yaml, docker-compose.yaml and run-tests.sh".into(),
             ),
+            TaskError::Toml {
+                line_text: Some(line),
+                ..
+            } => Some(format!(
+                "{line}; see Harbor's task.toml: [agent], [verifier], [environment], [metadata]"
+            )),
             TaskError::Invalid { path, .. } if path.ends_with("task.toml") => {
                 Some("see Harbor's task.toml reference; the message names the key".into())
             }
@@ -413,10 +426,9 @@ impl Task {
         let (config, raw) = if toml_path.exists() {
             let text = read(toml_path.clone())?;
             let config = parse_toml(&text, &toml_path)?;
-            let raw: toml::Table = text.parse().map_err(|e: toml::de::Error| TaskError::Toml {
-                path: toml_path.clone(),
-                message: e.to_string().trim().replace('\n', " "),
-            })?;
+            let raw: toml::Table = text
+                .parse()
+                .map_err(|e: toml::de::Error| toml_error::task_error(&e, &text, &toml_path))?;
             (config, raw)
         } else {
             (TaskToml::default(), toml::Table::new())
@@ -1090,10 +1102,7 @@ pub fn harbor_size_mb(s: &str) -> Option<u64> {
 
 /// Parses `task.toml`; a wrong type names the file, line and key.
 pub fn parse_toml(text: &str, path: &Path) -> Result<TaskToml, TaskError> {
-    toml::from_str(text).map_err(|e| TaskError::Toml {
-        path: path.to_path_buf(),
-        message: e.to_string().trim().replace('\n', " "),
-    })
+    toml::from_str(text).map_err(|e| toml_error::task_error(&e, text, path))
 }
 /// Drops leading canary comment lines (and blank lines among them): HTML
 /// comments or `#` lines that mention a canary or benchmark data.

@@ -14,6 +14,7 @@ use crate::exec::backend::{
     ServicesSpec, WorkspaceMode,
 };
 use crate::exec::{ExecError, Executor};
+use crate::plural::count_of;
 
 /// Hardened containers on the Docker engine (DOCKER_HOST or the local
 /// socket).
@@ -132,11 +133,15 @@ impl Backend for DockerBackend {
             done,
             errors,
             summary: Some(format!(
-                "removed {} containers, {} volumes, {} networks and {} snapshot images",
-                report.containers_removed.len(),
-                report.volumes_removed.len(),
-                report.networks_removed.len(),
-                report.images_removed.len()
+                "removed {}, {}, {} and {}",
+                count_of(report.containers_removed.len(), "container", "containers"),
+                count_of(report.volumes_removed.len(), "volume", "volumes"),
+                count_of(report.networks_removed.len(), "network", "networks"),
+                count_of(
+                    report.images_removed.len(),
+                    "snapshot image",
+                    "snapshot images"
+                )
             )),
         })
     }

@@ -1,5 +1,6 @@
 //! Making sure the image is there: use the local one, else pull it with
-//! progress on stderr; failure names the image and how to build one.
+//! progress on stderr; failure names the image, and its hint
+//! ([`crate::exec::ExecError::hint`]) how to make it available.
 
 use super::client::ENGINE;
 use std::collections::HashMap;
@@ -17,10 +18,6 @@ use crate::terminal::visible;
 
 /// Longest a pull may go without any progress message.
 const PULL_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// What to tell the user when an image cannot be had.
-const BUILD_HINT: &str = "hint: build the sandbox image locally with `make sandbox-image` \
-    (or load one with `docker import` / `docker load`)";
 
 /// Uses the image if present locally, else pulls it.
 pub async fn ensure_image(docker: &Docker, image: &str) -> Result<(), ExecError> {
@@ -40,7 +37,7 @@ pub async fn ensure_image(docker: &Docker, image: &str) -> Result<(), ExecError>
         .await
         .map_err(|detail| ExecError::ImageUnavailable {
             image: image.to_string(),
-            detail: format!("not present locally and the pull failed: {detail}; {BUILD_HINT}"),
+            detail: format!("it is not on this engine and pulling it failed: {detail}"),
         })?;
     // A pull that "succeeds" without producing the tag is still a failure.
     call(
@@ -53,7 +50,7 @@ pub async fn ensure_image(docker: &Docker, image: &str) -> Result<(), ExecError>
     .map(|_| ())
     .map_err(|e| ExecError::ImageUnavailable {
         image: image.to_string(),
-        detail: format!("{e}; {BUILD_HINT}"),
+        detail: format!("the pull ended but the engine does not have it: {e}"),
     })
 }
 
