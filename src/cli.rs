@@ -199,7 +199,7 @@ pub struct EvalArgs {
     pub html: Option<PathBuf>,
 
     /// Lowest pass rate (0..1) that still exits 0.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub min_pass_rate: f64,
 
     /// Exit 2 when any infrastructure error happened (`--fail-on-error=false` to only count passes).
@@ -239,10 +239,6 @@ pub struct MergeArgs {
     /// Write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
-
-    /// Write the suite's HTML page here (the page `runner view DIR` writes).
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
 
     /// Lowest pass rate (0..1) that still exits 0.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
