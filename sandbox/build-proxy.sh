@@ -9,37 +9,11 @@
 set -euo pipefail
 
 IMAGE="${IMAGE:-runner-proxy:bookworm}"
-SUITE="${SUITE:-bookworm}"
-MIRROR="${MIRROR:-http://deb.debian.org/debian}"
-CACHE_DIR="${CACHE_DIR:-/var/cache/runner-sandbox/debootstrap}"
 PACKAGES="tinyproxy"
 
-if [ "${FORCE:-0}" != "1" ] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
-    echo "$IMAGE already exists (FORCE=1 to rebuild)"
-    exit 0
-fi
-if [ "$(id -u)" != "0" ]; then
-    echo "error: debootstrap needs root; run as root (sudo bash $0)" >&2
-    exit 2
-fi
-if ! command -v debootstrap >/dev/null; then
-    apt-get update -qq
-    apt-get install -y -qq debootstrap >/dev/null
-fi
-
-mkdir -p "$CACHE_DIR"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-root="$work/rootfs"
-
-# shellcheck source=sandbox/debootstrap-progress.sh
-. "$(dirname "$0")/debootstrap-progress.sh"
-run_debootstrap "$work/debootstrap.log" --variant=minbase --cache-dir="$CACHE_DIR" \
-    --include="$PACKAGES" "$SUITE" "$root" "$MIRROR" || {
-    tail -n 30 "$work/debootstrap.log" >&2
-    echo "error: debootstrap failed (see above)" >&2
-    exit 1
-}
+# shellcheck source=sandbox/debootstrap-lib.sh
+. "$(dirname "$0")/debootstrap-lib.sh"
+bootstrap_rootfs "$IMAGE" "$PACKAGES"
 chroot "$root" tinyproxy -v >/dev/null || {
     echo "error: tinyproxy did not install in the image" >&2
     exit 1

@@ -179,3 +179,26 @@ where
         let _ = rx.recv_timeout(DROP_CLEANUP_LIMIT);
     }
 }
+
+/// The last lines a container printed, made visible (empty when it is
+/// gone): at most 20 lines and 16 KiB, within [`QUICK_TIMEOUT`].
+pub async fn log_tail(docker: &Docker, id: &str) -> String {
+    use futures::StreamExt as _;
+    let opts = bollard::query_parameters::LogsOptionsBuilder::new()
+        .stdout(true)
+        .stderr(true)
+        .tail("20")
+        .build();
+    let mut stream = docker.logs(id, Some(opts));
+    let mut out = String::new();
+    let read = async {
+        while let Some(Ok(chunk)) = stream.next().await {
+            out.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
+            if out.len() > 16 << 10 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(QUICK_TIMEOUT, read).await;
+    crate::terminal::visible(&out).into_owned()
+}

@@ -29,8 +29,7 @@ use bollard::models::{
     ContainerCreateBody, EndpointSettings, HostConfig, HostConfigLogConfig, NetworkConnectRequest,
     NetworkingConfig, ResourcesUlimits,
 };
-use bollard::query_parameters::{CreateContainerOptionsBuilder, LogsOptionsBuilder};
-use futures::StreamExt;
+use bollard::query_parameters::CreateContainerOptionsBuilder;
 
 use super::client::{self, CALL_TIMEOUT, ENGINE, call, docker_err, short, status_of};
 use super::config::{DockerConfig, Ulimits};
@@ -79,8 +78,6 @@ const READY_TIMEOUT: Duration = Duration::from_secs(15);
 const READY_POLL: Duration = Duration::from_millis(100);
 /// Most bytes of the proxy's log kept by the engine.
 const PROXY_LOG_BYTES: &str = "1m";
-/// Lines of the proxy's log shown when it does not start.
-const LOG_TAIL_LINES: &str = "20";
 
 /// What an allowlisted sandbox needs of the engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -379,7 +376,7 @@ impl Egress {
     async fn wait_ready(&self, id: &str) -> Result<(), ExecError> {
         let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
         loop {
-            let log = self.log_tail(id).await;
+            let log = client::log_tail(&self.docker, id).await;
             if log.contains(READY_LINE) {
                 return Ok(());
             }
@@ -420,27 +417,6 @@ impl Egress {
             }
             tokio::time::sleep(READY_POLL).await;
         }
-    }
-
-    /// The last lines the proxy printed (empty when it is gone).
-    async fn log_tail(&self, id: &str) -> String {
-        let opts = LogsOptionsBuilder::new()
-            .stdout(true)
-            .stderr(true)
-            .tail(LOG_TAIL_LINES)
-            .build();
-        let mut stream = self.docker.logs(id, Some(opts));
-        let mut out = String::new();
-        let read = async {
-            while let Some(Ok(chunk)) = stream.next().await {
-                out.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
-                if out.len() > 16 << 10 {
-                    break;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(client::QUICK_TIMEOUT, read).await;
-        crate::terminal::visible(&out).into_owned()
     }
 
     /// Removes the proxy, then the network. Idempotent.

@@ -26,8 +26,7 @@ use bollard::models::{
     HostConfigLogConfig, Mount, MountType, MountVolumeOptions, NetworkConnectRequest,
     NetworkCreateRequest, NetworkDisconnectRequest, NetworkingConfig, ResourcesUlimits,
 };
-use bollard::query_parameters::{CreateContainerOptionsBuilder, LogsOptionsBuilder};
-use futures::StreamExt;
+use bollard::query_parameters::CreateContainerOptionsBuilder;
 
 use super::client::{self, CALL_TIMEOUT, ENGINE, call, docker_err, status_of};
 use super::config::{DockerConfig, Ulimits, is_plain_name};
@@ -53,8 +52,6 @@ pub const SIDECAR_CAPS: [&str; 5] = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID"
 /// Most bytes a sidecar's log may hold (the `local` driver, one file):
 /// enough for the tail shown when it fails to start.
 const SIDECAR_LOG_BYTES: &str = "1m";
-/// Lines of a failed sidecar's log shown in the error.
-const LOG_TAIL_LINES: &str = "20";
 /// Pause between health polls.
 const HEALTH_POLL: Duration = Duration::from_millis(250);
 /// Attempts at removing the network while an endpoint is going away.
@@ -424,7 +421,7 @@ impl DockerServices {
 
     /// The error for service `s` that did not come up, with its log's tail.
     async fn failed(&self, spec: &ServicesSpec, s: &ServiceSpec, id: &str, why: &str) -> ExecError {
-        let tail = self.log_tail(id).await;
+        let tail = client::log_tail(&self.docker, id).await;
         let tail = spec.redactor.redact(&tail).into_owned();
         ExecError::Refused(format!(
             "the task's service '{}' (image {}) {why}{}",
@@ -436,27 +433,6 @@ impl DockerServices {
                 format!("; its last output:\n{}", tail.trim_end())
             }
         ))
-    }
-
-    /// The last lines the container printed (empty when it is gone).
-    async fn log_tail(&self, id: &str) -> String {
-        let opts = LogsOptionsBuilder::new()
-            .stdout(true)
-            .stderr(true)
-            .tail(LOG_TAIL_LINES)
-            .build();
-        let mut stream = self.docker.logs(id, Some(opts));
-        let mut out = String::new();
-        let read = async {
-            while let Some(Ok(chunk)) = stream.next().await {
-                out.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
-                if out.len() > 16 << 10 {
-                    break;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(client::QUICK_TIMEOUT, read).await;
-        crate::terminal::visible(&out).into_owned()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, String)>> {
