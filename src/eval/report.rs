@@ -466,3 +466,37 @@ pub fn append(path: &Path, text: &str) -> std::io::Result<()> {
         .open(path)?;
     f.write_all(text.as_bytes())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::outcome::Status;
+
+    #[test]
+    fn the_failures_section_keeps_every_line_and_lets_no_escape_through() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run = dir.path().join("t").join("1");
+        std::fs::create_dir_all(&run).expect("mkdir");
+        let mut fail = Attempt::not_run(
+            "evil\x1b]0;x\x07",
+            1,
+            run.clone(),
+            Status::Fail,
+            String::new(),
+        );
+        // A verifier's output quoted in the reason: two lines, a screen clear.
+        fail.failure = Some("reward 0\n\x1b[2Jexpected 42, got 41\u{202e}".into());
+        let pass = Attempt::not_run("ok", 1, run.clone(), Status::Pass, String::new());
+        let s = failures(&[pass, fail]);
+        assert!(s.starts_with("\nfailures:\n"), "{s}");
+        assert!(!s.contains("ok#1"), "passes are not listed: {s}");
+        assert!(s.contains("expected 42, got 41"), "{s}");
+        assert!(s.contains("reward 0\n"), "every line is kept: {s}");
+        assert!(
+            !s.contains('\x1b') && !s.contains('\x07') && !s.contains('\u{202e}'),
+            "{s:?}"
+        );
+        assert!(s.contains(&format!("run dir: {}", run.display())), "{s}");
+        assert!(failures(&[]).is_empty());
+    }
+}
