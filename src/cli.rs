@@ -178,6 +178,21 @@ pub struct EvalArgs {
     #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub suite_max_cost: Option<f64>,
 
+    /// Also write the results in Harbor's job layout here (DIR/result.json, DIR/<task>__a<n>/result.json, verifier/, agent/), for Harbor's own tools (`harbor view`); DIR must not exist or be empty (with --resume, the layout runner wrote there is replaced).
+    #[arg(long, value_name = "DIR")]
+    pub harbor_job: Option<PathBuf>,
+
+    /// Write the suite's HTML page here (the page `runner view DIR` writes).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub reports: ReportArgs,
+}
+
+/// The reports of `runner eval` and `runner eval merge`, and their exit rules.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
     /// Write the JSON report here (`-`: on stdout, which otherwise stays empty; all human text goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -189,14 +204,6 @@ pub struct EvalArgs {
     /// Write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
-
-    /// Also write the results in Harbor's job layout here (DIR/result.json, DIR/<task>__a<n>/result.json, verifier/, agent/), for Harbor's own tools (`harbor view`); DIR must not exist or be empty (with --resume, the layout runner wrote there is replaced).
-    #[arg(long, value_name = "DIR")]
-    pub harbor_job: Option<PathBuf>,
-
-    /// Write the suite's HTML page here (the page `runner view DIR` writes).
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
 
     /// Lowest pass rate (0..1) that still exits 0.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
@@ -228,25 +235,8 @@ pub struct MergeArgs {
     #[arg(long)]
     pub allow_missing: bool,
 
-    /// Write the JSON report here.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-
-    /// Write a JUnit XML report here.
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-
-    /// Write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set).
-    #[arg(long, value_name = "FILE")]
-    pub summary: Option<PathBuf>,
-
-    /// Lowest pass rate (0..1) that still exits 0.
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    pub min_pass_rate: f64,
-
-    /// Exit 2 when any infrastructure error happened (`--fail-on-error=false` to only count passes).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
-    pub fail_on_error: bool,
+    #[command(flatten)]
+    pub reports: ReportArgs,
 }
 
 impl MergeArgs {
@@ -254,11 +244,11 @@ impl MergeArgs {
     pub fn settings(&self) -> MergeSettings {
         MergeSettings {
             dirs: self.dirs.clone(),
-            json: self.json.clone(),
-            junit: self.junit.clone(),
-            summary: self.summary.clone(),
-            min_pass_rate: self.min_pass_rate,
-            fail_on_error: self.fail_on_error,
+            json: self.reports.json.clone(),
+            junit: self.reports.junit.clone(),
+            summary: self.reports.summary.clone(),
+            min_pass_rate: self.reports.min_pass_rate,
+            fail_on_error: self.reports.fail_on_error,
             allow_missing: self.allow_missing,
         }
     }
@@ -617,13 +607,13 @@ impl EvalArgs {
             retry_errors: self.retry_errors,
             shard: self.shard,
             suite_max_cost_usd: self.suite_max_cost,
-            json: self.json.clone(),
-            junit: self.junit.clone(),
-            summary: self.summary.clone(),
+            json: self.reports.json.clone(),
+            junit: self.reports.junit.clone(),
+            summary: self.reports.summary.clone(),
             harbor_job: self.harbor_job.clone(),
             html: self.html.clone(),
-            min_pass_rate: self.min_pass_rate,
-            fail_on_error: self.fail_on_error,
+            min_pass_rate: self.reports.min_pass_rate,
+            fail_on_error: self.reports.fail_on_error,
         }
     }
 }
