@@ -121,6 +121,11 @@ impl Html {
     pub fn pre(&mut self, text: &str, max: usize) -> &mut Html {
         let (shown, cut) = cap_str(text, max);
         self.raw("<pre>").text(shown).raw("</pre>");
+        self.cut_note(shown, text, cut)
+    }
+
+    /// After a capped text: `cut: N of M shown` when it was cut.
+    fn cut_note(&mut self, shown: &str, text: &str, cut: bool) -> &mut Html {
         if cut {
             let note = format!(
                 "cut: {} of {} shown",
@@ -137,15 +142,7 @@ impl Html {
     pub fn reason(&mut self, text: &str, max: usize) -> &mut Html {
         let (shown, cut) = cap_str(text, max);
         self.el("div", "reason", shown);
-        if cut {
-            let note = format!(
-                "cut: {} of {} shown",
-                bytes(shown.len() as u64),
-                bytes(text.len() as u64)
-            );
-            self.el("p", "cut", &note);
-        }
-        self
+        self.cut_note(shown, text, cut)
     }
 
     /// Bytes written so far.
