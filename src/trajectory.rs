@@ -9,6 +9,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use nix::fcntl::{Flock, FlockArg};
+
 use crate::event::Event;
 use crate::hostfs::{HostDir, OutputDir, OutputFile};
 use crate::redact::Redactor;
@@ -19,7 +21,9 @@ use crate::redact::Redactor;
 pub struct RunDir {
     dir: OutputDir,
     outputs: OutputDir,
-    file: Mutex<File>,
+    /// Locked while the run directory is open, so that `runner continue`
+    /// never appends to a trajectory another runner is still writing.
+    file: Mutex<Flock<File>>,
     redactor: Redactor,
 }
 
@@ -53,6 +57,7 @@ impl RunDir {
         // and is never appended to or overwritten.
         // Only this handle writes it, always at its end.
         let file = dir.create_file("trajectory.jsonl").map_err(err)?;
+        let file = lock(file).map_err(err)?;
         let dir = OutputDir::new(dir, output_budget_bytes);
         let outputs = OutputDir::sharing_budget(outputs, &dir);
         Ok(RunDir {
@@ -80,7 +85,7 @@ impl RunDir {
         };
         let dir = HostDir::create(path).map_err(err)?;
         let outputs = dir.create_dir("outputs").map_err(err)?;
-        let mut file = dir.append_file("trajectory.jsonl").map_err(err)?;
+        let mut file = lock(dir.append_file("trajectory.jsonl").map_err(err)?).map_err(err)?;
         let used = used_bytes(path);
         let len = file.metadata().map_err(err)?.len();
         if len > 0 && !ends_with_newline(&file, len) {
@@ -150,6 +155,21 @@ impl RunDir {
             tracing::warn!("cannot append to {}: {e}", self.trajectory_path().display());
         }
     }
+}
+
+/// `file` with an exclusive lock, or an error of kind `WouldBlock` when
+/// another runner holds one.
+fn lock(file: File) -> std::io::Result<Flock<File>> {
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {
+        if e == nix::errno::Errno::EWOULDBLOCK {
+            std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "another runner is writing its trajectory",
+            )
+        } else {
+            std::io::Error::from(e)
+        }
+    })
 }
 
 /// Bytes of the regular files directly in `dir` and in its `outputs/`

@@ -74,6 +74,9 @@ impl ContinueError {
             ContinueError::Config(e) => return e.hint().map(str::to_string),
             ContinueError::Model(e) => return e.hint().map(|h| crate::hints::model(&h)),
             ContinueError::Exec(e) => return e.hint(),
+            ContinueError::RunDir(e) if e.source.kind() == std::io::ErrorKind::WouldBlock => {
+                "the run is still going, or being continued: wait for it to end".into()
+            }
             ContinueError::NoWorkspace(_) => {
                 "pass the directory its commands ran in with --workspace DIR".into()
             }

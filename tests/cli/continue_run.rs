@@ -353,6 +353,21 @@ fn an_interrupted_run_continues_from_where_ctrl_c_stopped_it() {
         assert!(Instant::now() < until, "the second model call never came");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // While it runs, its trajectory is not anyone else's to append to.
+    let running = d.run_dir();
+    let r = continue_run(&d, &running, Some("too early"), &[]);
+    r.expect_code(2);
+    assert!(
+        r.stderr()
+            .contains("another runner is writing its trajectory"),
+        "{}",
+        r.explain()
+    );
+    assert!(
+        r.stderr().contains("hint: the run is still going"),
+        "{}",
+        r.explain()
+    );
     sigint(live.child.id());
     let done = live.finish(Duration::from_secs(30));
     done.expect_code(130);
