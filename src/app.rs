@@ -190,8 +190,12 @@ async fn run_inner(
     if let Some(security) = built.as_ref().ok().and_then(|x| x.sandbox_security()) {
         public["sandbox_security"] = security;
     }
+    // What `runner continue` needs to find the run's files again.
+    public["workspace"] = serde_json::json!(workspace.path());
+    public["scratch_workspace"] = serde_json::json!(workspace.is_scratch());
     sink(&Event::RunStarted {
         run_id: run_id.clone(),
+        format_version: crate::event::TRAJECTORY_FORMAT_VERSION,
         config: public,
     });
     if config.executor == BackendKind::Local {

@@ -49,6 +49,68 @@ pub enum Command {
     Eval(Box<EvalArgs>),
     /// Write one self-contained HTML page (no network needed) for a run directory or an eval output directory.
     View(ViewArgs),
+    /// Continue a run that completed, hit a limit or was interrupted: its conversation is rebuilt from RUN_DIR's trajectory, MESSAGE added, and the loop goes on in a fresh sandbox on the same workspace, appending to the same trajectory.
+    Continue(ContinueArgs),
+}
+
+/// Flags of `runner continue`. Every setting not given here is the
+/// run's own, as its trajectory records it.
+#[derive(Debug, Clone, Args)]
+#[command(
+    after_help = "The limits (--max-steps, --max-time, --max-cost) count afresh from the continuation: by default the run's own values. --env pairs are not recorded (their values may be secrets): give them again.\n\nExit codes: as a run: 0 completed, 1 ended by a limit or a refusal, 2 usage, configuration or infrastructure error (a directory that is no run, a trajectory of a newer format or of another provider, a workspace that is gone), 130 interrupted."
+)]
+pub struct ContinueArgs {
+    /// The run's directory (it holds trajectory.jsonl).
+    #[arg(value_name = "RUN_DIR")]
+    pub run_dir: PathBuf,
+
+    /// The next user message (default: "Continue.").
+    #[arg(value_name = "MESSAGE")]
+    pub message: Option<String>,
+
+    /// Model API, when not the run's own (needed to continue with another provider than the one RUNNER_PROVIDER names).
+    #[arg(long, value_enum)]
+    pub provider: Option<Provider>,
+
+    /// Model name (default: the run's own; with another --provider, that provider's default).
+    #[arg(long)]
+    pub model: Option<String>,
+
+    /// Base URL of the model API (default: the run's own; with another --provider, as for a run).
+    #[arg(long)]
+    pub base_url: Option<String>,
+
+    /// Script of turns for --provider scripted (default: the run's own script, replayed from its first turn).
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+
+    /// Stop after this many more model calls (default: the run's --max-steps).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive::<u32>)]
+    pub max_steps: Option<u32>,
+
+    /// Stop after this many seconds of the continuation (default: the run's --max-time).
+    #[arg(long, allow_negative_numbers = true, value_parser = positive::<u64>)]
+    pub max_time: Option<u64>,
+
+    /// Stop when the continuation's spend reaches this many US dollars (default: the run's --max-cost).
+    #[arg(long, allow_negative_numbers = true)]
+    pub max_cost: Option<f64>,
+
+    /// Price override in USD per million tokens: "INPUT,OUTPUT[,CACHE_WRITE,CACHE_READ]".
+    #[arg(long)]
+    pub price: Option<String>,
+
+    /// Environment variable for commands, K=V (repeatable): the run's --env pairs are not recorded.
+    #[arg(long = "env", value_name = "K=V")]
+    pub env: Vec<String>,
+
+    /// Continue on this directory instead of the workspace the run recorded.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+
+    /// Print events as JSON lines on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `runner view`.

@@ -520,6 +520,10 @@ impl Config {
             "default_deny": self.default_deny,
             "deny": self.deny,
             "tools": self.tools.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+            // For `runner continue`: what the run needs again besides the above.
+            "workspace_mode": format!("{:?}", self.sandbox.workspace_mode).to_lowercase(),
+            "script": self.script.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+            "system_prompt": self.system_prompt,
         })
     }
 

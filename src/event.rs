@@ -6,6 +6,12 @@ use serde_json::Value;
 
 use crate::model::{Message, StopReason, Usage};
 
+/// The trajectory format this binary writes (in `run_started`) and the
+/// newest it reads back (`runner continue`). A trajectory without one is
+/// version 1. Raised only when a reader of the old format would misread
+/// the new one.
+pub const TRAJECTORY_FORMAT_VERSION: u32 = 1;
+
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -57,7 +63,23 @@ impl Outcome {
 pub enum Event {
     RunStarted {
         run_id: String,
+        /// [`TRAJECTORY_FORMAT_VERSION`] of the binary that wrote it.
+        format_version: u32,
         /// The effective configuration, secrets left out.
+        config: Value,
+    },
+    /// `runner continue`: the run goes on in the same directory, with the
+    /// conversation rebuilt from the events before this one and `message`
+    /// as the next user turn (a `user_message` with it follows).
+    Continuation {
+        message: String,
+        /// Messages rebuilt from the trajectory and sent again.
+        replayed_messages: usize,
+        /// Model calls before this one; the step numbers go on from here.
+        replayed_steps: u32,
+        /// How the run last ended; `None`: no `run_finished` (killed).
+        previous_outcome: Option<Outcome>,
+        /// The continuation's effective configuration, secrets left out.
         config: Value,
     },
     /// A message the user added (the task, or a REPL line).

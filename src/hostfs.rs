@@ -101,6 +101,30 @@ impl HostDir {
         Ok(File::from(fd))
     }
 
+    /// Opens the existing regular file `name` for appending (a run's
+    /// trajectory, which `runner continue` goes on writing), readable for
+    /// a look at its end. A link there is refused, never followed;
+    /// nothing is created.
+    pub fn append_file(&self, name: &str) -> io::Result<File> {
+        check_name(name)?;
+        let path = self.path.join(name);
+        let flags = OFlag::O_RDWR
+            | OFlag::O_APPEND
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NONBLOCK
+            | OFlag::O_CLOEXEC;
+        let fd = openat(&self.fd, name, flags, Mode::empty())
+            .map_err(|e| nix_err(e, "opening", &path))?;
+        let file = File::from(fd);
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a regular file", path.display()),
+            ));
+        }
+        Ok(file)
+    }
+
     /// Where this directory is, for messages and reports.
     pub fn path(&self) -> &Path {
         &self.path

@@ -10,6 +10,7 @@ pub mod app;
 mod arbitrary_json;
 pub mod cli;
 pub mod config;
+pub mod continuation;
 pub mod convert;
 pub mod eval;
 pub mod event;

@@ -55,6 +55,7 @@ async fn run() -> ExitCode {
         Some(Command::View(args)) => {
             runner::view::run(&args.dir, args.output.as_deref(), args.open)
         }
+        Some(Command::Continue(args)) => runner::continuation::run(&args, cancel).await,
     };
     match result {
         Ok(code) => ExitCode::from(code),

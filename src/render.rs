@@ -157,6 +157,18 @@ impl Human {
                 );
             }
             Event::Notice { message } => self.styled_line(Some("33"), &format!("note: {message}")),
+            Event::Continuation {
+                replayed_messages,
+                previous_outcome,
+                ..
+            } => self.styled_line(
+                Some("33"),
+                &format!(
+                    "continuing: {} replayed; it last ended {}",
+                    crate::plural::count_of(*replayed_messages, "message", "messages"),
+                    previous_outcome.map_or("without run_finished (killed?)", |o| o.as_str())
+                ),
+            ),
             Event::RunFinished {
                 outcome,
                 steps,

@@ -9,6 +9,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use nix::fcntl::{Flock, FlockArg};
+
 use crate::event::Event;
 use crate::hostfs::{HostDir, OutputDir, OutputFile};
 use crate::redact::Redactor;
@@ -19,7 +21,9 @@ use crate::redact::Redactor;
 pub struct RunDir {
     dir: OutputDir,
     outputs: OutputDir,
-    file: Mutex<File>,
+    /// Locked while the run directory is open, so that `runner continue`
+    /// never appends to a trajectory another runner is still writing.
+    file: Mutex<Flock<File>>,
     redactor: Redactor,
 }
 
@@ -53,7 +57,41 @@ impl RunDir {
         // and is never appended to or overwritten.
         // Only this handle writes it, always at its end.
         let file = dir.create_file("trajectory.jsonl").map_err(err)?;
+        let file = lock(file).map_err(err)?;
         let dir = OutputDir::new(dir, output_budget_bytes);
+        let outputs = OutputDir::sharing_budget(outputs, &dir);
+        Ok(RunDir {
+            dir,
+            outputs,
+            file: Mutex::new(file),
+            redactor,
+        })
+    }
+
+    /// Opens the run directory `path` of an earlier run to go on writing
+    /// its trajectory (`runner continue`): events are appended, after a
+    /// newline when the file ends in a partial line (a run killed while
+    /// writing one), so every new event is a line of its own. The outputs
+    /// written from here on may take `output_budget_bytes` minus what the
+    /// run directory already holds.
+    pub fn reopen(
+        path: &Path,
+        redactor: Redactor,
+        output_budget_bytes: u64,
+    ) -> Result<Self, RunDirError> {
+        let err = |source| RunDirError {
+            path: path.to_path_buf(),
+            source,
+        };
+        let dir = HostDir::create(path).map_err(err)?;
+        let outputs = dir.create_dir("outputs").map_err(err)?;
+        let mut file = lock(dir.append_file("trajectory.jsonl").map_err(err)?).map_err(err)?;
+        let used = used_bytes(path);
+        let len = file.metadata().map_err(err)?.len();
+        if len > 0 && !ends_with_newline(&file, len) {
+            writeln!(file).map_err(err)?;
+        }
+        let dir = OutputDir::new(dir, output_budget_bytes.saturating_sub(used));
         let outputs = OutputDir::sharing_budget(outputs, &dir);
         Ok(RunDir {
             dir,
@@ -117,6 +155,45 @@ impl RunDir {
             tracing::warn!("cannot append to {}: {e}", self.trajectory_path().display());
         }
     }
+}
+
+/// `file` with an exclusive lock, or an error of kind `WouldBlock` when
+/// another runner holds one.
+fn lock(file: File) -> std::io::Result<Flock<File>> {
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {
+        if e == nix::errno::Errno::EWOULDBLOCK {
+            std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "another runner is writing its trajectory",
+            )
+        } else {
+            std::io::Error::from(e)
+        }
+    })
+}
+
+/// Bytes of the regular files directly in `dir` and in its `outputs/`
+/// (links not followed).
+fn used_bytes(dir: &Path) -> u64 {
+    let size_of = |d: &Path| -> u64 {
+        std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.metadata().ok())
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+            .sum()
+    };
+    size_of(dir).saturating_add(size_of(&dir.join("outputs")))
+}
+
+/// Whether `file`, `len` (> 0) bytes long, ends in a newline.
+fn ends_with_newline(file: &File, len: u64) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut last = [0u8; 1];
+    file.read_exact_at(&mut last, len - 1)
+        .is_ok_and(|()| last[0] == b'\n')
 }
 
 /// A fresh run directory name under `base`: `YYYYmmdd-HHMMSS-xxxxxx`.

@@ -19,7 +19,8 @@ pub struct Limits {
 impl Limits {
     /// The limit that ends the run before another model call, if any.
     pub fn check(&self, convo: &Conversation) -> Option<Outcome> {
-        if self.max_steps.is_some_and(|max| convo.steps >= max) {
+        let steps = convo.steps.saturating_sub(convo.replayed_steps);
+        if self.max_steps.is_some_and(|max| steps >= max) {
             return Some(Outcome::StepLimit);
         }
         if self
@@ -72,6 +73,13 @@ mod tests {
         c.steps = 0;
         c.cost_usd = 0.5;
         assert_eq!(l.check(&c), Some(Outcome::CostLimit));
+        // After a continuation only the calls made since count.
+        c.cost_usd = 0.0;
+        c.steps = 5;
+        c.replayed_steps = 4;
+        assert_eq!(l.check(&c), None);
+        c.steps = 6;
+        assert_eq!(l.check(&c), Some(Outcome::StepLimit));
         let t = Limits {
             max_time: Some(Duration::ZERO),
             ..Limits::default()

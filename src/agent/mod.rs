@@ -5,6 +5,7 @@
 
 pub mod context;
 mod limits;
+pub mod replay;
 
 use crate::hostfs::OutputDir;
 use std::time::Instant;
@@ -29,6 +30,10 @@ pub const MAX_CONSECUTIVE_CUTOFFS: u32 = 3;
 /// with [`Outcome::EmptyReply`]: one, as a broken upstream body (seen
 /// through a LiteLLM proxy) can be a one-off.
 pub const EMPTY_REPLY_RETRIES: u32 = 1;
+
+/// The user turn the loop adds after a reply cut off by `max_tokens`.
+pub const CUT_OFF_NOTE: &str =
+    "Your reply was cut off by the max_tokens limit. Continue, more briefly.";
 
 /// A reply that says nothing: no text, no tool call, no other block, and
 /// 0 output tokens. Ending the run as `completed` on it would count a
@@ -62,6 +67,9 @@ pub struct Conversation {
     pub usage: Usage,
     pub cost_usd: f64,
     pub started: Instant,
+    /// Model calls made before a continuation (`runner continue`): step
+    /// numbers go on from them, the step limit counts only the calls after.
+    pub replayed_steps: u32,
 }
 
 impl Default for Conversation {
@@ -72,6 +80,7 @@ impl Default for Conversation {
             usage: Usage::default(),
             cost_usd: 0.0,
             started: Instant::now(),
+            replayed_steps: 0,
         }
     }
 }
@@ -350,8 +359,7 @@ impl Agent<'_> {
             return match reply.stop_reason {
                 StopReason::PauseTurn => Next::Continue,
                 StopReason::MaxTokens => {
-                    let note =
-                        "Your reply was cut off by the max_tokens limit. Continue, more briefly.";
+                    let note = CUT_OFF_NOTE;
                     sink(&Event::Notice {
                         message:
                             "the reply was cut off by max_tokens; asking the model to continue"

@@ -607,6 +607,7 @@ async fn prepare(
         }
         Event::RunStarted {
             run_id: run_id.clone(),
+            format_version: crate::event::TRAJECTORY_FORMAT_VERSION,
             config: serde_json::json!({"eval": {"task": task.name, "attempt": attempt,
                 "agent": ctx.agent.as_str(), "network": rec.network,
                 "grading": mode.as_str()}, "run": run}),

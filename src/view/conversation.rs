@@ -105,6 +105,23 @@ fn event(h: &mut Html, run: &RunData, ev: &Value) {
             }
             h.raw("</li>");
         }
+        "continuation" => {
+            h.raw("<li class=\"ev meta\">");
+            let line = format!(
+                "continued (runner continue): {} message(s) replayed, after {}",
+                u(ev, "replayed_messages").unwrap_or(0),
+                ev.get("previous_outcome")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no run_finished")
+            );
+            h.el("span", "who", &line);
+            if let Some(cfg) = ev.get("config").filter(|c| !c.is_null()) {
+                h.raw("<details><summary>configuration</summary>");
+                h.pre(&pretty(cfg), MAX_TEXT_BYTES);
+                h.raw("</details>");
+            }
+            h.raw("</li>");
+        }
         "user_message" => {
             h.raw("<li class=\"ev user\">").el("div", "who", "user");
             h.pre(s(ev, "text"), MAX_TEXT_BYTES).raw("</li>");

@@ -33,6 +33,8 @@ fn trajectory(dir: &Path, full_output: &str) {
         json!({"type": "tool_call", "step": 2, "id": "c2", "name": "str_replace_based_edit_tool",
                "input": {"command": "create", "path": format!("/workspace/{HOSTILE}"), "file_text": "x"}}),
         json!({"type": "notice", "message": HOSTILE}),
+        json!({"type": "continuation", "message": HOSTILE, "replayed_messages": 4, "replayed_steps": 2,
+               "previous_outcome": HOSTILE, "config": {"model": HOSTILE}}),
         json!({"type": HOSTILE}),
         json!({"type": "run_finished", "outcome": "completed", "steps": 2, "cost_usd": 0.01, "duration_ms": 9,
                "usage": {"input_tokens": 5, "output_tokens": 7}, "error": HOSTILE, "final_text": HOSTILE}),
@@ -125,6 +127,7 @@ fn a_hostile_run_directory_renders_inert_with_its_cuts_said() {
         "full output, the first 64.0 KiB of (664.1 KiB)",
         "cut: the first 256.0 KiB of 300.0 KiB shown",
         "model says &lt;/script&gt;",
+        "continued (runner continue): 4 message(s) replayed, after &lt;/script&gt;",
         "Writes by the edit tool",
         "<details class=\"out\"><summary>output shown to the model",
     ] {

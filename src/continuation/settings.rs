@@ -1,0 +1,274 @@
+//! The settings of a continuation: the run's own, read back from the
+//! configuration its trajectory records ([`Config::public_json`]), with
+//! the flags of `runner continue` over them.
+//!
+//! [`Config::public_json`]: crate::config::Config::public_json
+
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+use serde_json::Value;
+
+use crate::cli::ContinueArgs;
+use crate::config::ConfigBuilder;
+use crate::exec::backend::Network;
+use crate::model::provider::Provider;
+
+/// The environment variable that names a run's provider.
+pub const PROVIDER_VAR: &str = "RUNNER_PROVIDER";
+
+/// Recorded settings that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("the trajectory records {key} as {value}, which this runner cannot use")]
+    Bad { key: &'static str, value: String },
+    #[error("{PROVIDER_VAR} is '{0}', which is not a provider")]
+    BadProviderVar(String),
+    #[error(
+        "the run used the provider {recorded}, and {PROVIDER_VAR} asks for {asked}: its conversation was made by another model API"
+    )]
+    OtherProvider {
+        recorded: &'static str,
+        asked: &'static str,
+    },
+}
+
+impl SettingsError {
+    pub fn hint(&self) -> String {
+        match self {
+            SettingsError::Bad { .. } => {
+                "the trajectory was changed or written by another program; start a new run".into()
+            }
+            SettingsError::BadProviderVar(_) => {
+                "set it to anthropic, openai or scripted, or unset it".into()
+            }
+            SettingsError::OtherProvider { recorded, asked } => format!(
+                "pass --provider {asked} to continue with it anyway, or unset {PROVIDER_VAR} to continue with {recorded}"
+            ),
+        }
+    }
+}
+
+/// The recorded setting `key` of `config`, read by `read`; the default
+/// when it is not there (an older trajectory) or null.
+struct Reader<'a> {
+    config: &'a Value,
+}
+
+impl Reader<'_> {
+    fn get<T>(
+        &self,
+        key: &'static str,
+        read: impl Fn(&Value) -> Option<T>,
+    ) -> Result<Option<T>, SettingsError> {
+        match self.config.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => read(v).map(Some).ok_or_else(|| SettingsError::Bad {
+                key,
+                value: v.to_string(),
+            }),
+        }
+    }
+
+    fn string(&self, key: &'static str) -> Result<Option<String>, SettingsError> {
+        self.get(key, |v| v.as_str().map(str::to_string))
+    }
+
+    fn u64(&self, key: &'static str) -> Result<Option<u64>, SettingsError> {
+        self.get(key, Value::as_u64)
+    }
+
+    fn f64(&self, key: &'static str) -> Result<Option<f64>, SettingsError> {
+        self.get(key, Value::as_f64)
+    }
+
+    fn bool(&self, key: &'static str) -> Result<Option<bool>, SettingsError> {
+        self.get(key, Value::as_bool)
+    }
+
+    fn strings(&self, key: &'static str) -> Result<Option<Vec<String>>, SettingsError> {
+        self.get(key, |v| {
+            v.as_array()?
+                .iter()
+                .map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+    }
+
+    fn choice<T: ValueEnum>(&self, key: &'static str) -> Result<Option<T>, SettingsError> {
+        self.get(key, |v| T::from_str(v.as_str()?, true).ok())
+    }
+}
+
+/// The provider `RUNNER_PROVIDER` asks for, when set.
+fn provider_from_env() -> Result<Option<Provider>, SettingsError> {
+    match std::env::var(PROVIDER_VAR) {
+        Ok(v) if !v.trim().is_empty() => Provider::from_str(v.trim(), true)
+            .map(Some)
+            .map_err(|_| SettingsError::BadProviderVar(v)),
+        _ => Ok(None),
+    }
+}
+
+/// The continuation's configuration, not yet validated: `recorded` (the
+/// run's latest configuration) under `args`. With another `--provider`
+/// than the run's, the run's model, base URL and script are not used.
+/// A provider asked for by `RUNNER_PROVIDER` that is not the run's is
+/// refused unless `--provider` says it.
+pub fn builder(recorded: &Value, args: &ContinueArgs) -> Result<ConfigBuilder, SettingsError> {
+    let r = Reader { config: recorded };
+    let mut b = ConfigBuilder::default();
+    let ran_with: Provider = r.choice("provider")?.ok_or(SettingsError::Bad {
+        key: "provider",
+        value: "nothing".into(),
+    })?;
+    let provider = match (args.provider, provider_from_env()?) {
+        (Some(p), _) => p,
+        (None, Some(asked)) if asked != ran_with => {
+            return Err(SettingsError::OtherProvider {
+                recorded: ran_with.as_str(),
+                asked: asked.as_str(),
+            });
+        }
+        (None, _) => ran_with,
+    };
+    let same = provider == ran_with;
+    let own = |v: Option<String>| if same { v } else { None };
+
+    let a = &mut b.agent;
+    a.provider = provider;
+    a.model = args.model.clone().or(own(r.string("model")?));
+    a.base_url = args.base_url.clone().or(own(r.string("base_url")?));
+    a.script = args
+        .script
+        .clone()
+        .or(own(r.string("script")?).map(PathBuf::from));
+    a.timeout_secs = r.u64("timeout_secs")?.unwrap_or(a.timeout_secs);
+    a.max_command_timeout_secs = r
+        .u64("max_command_timeout_secs")?
+        .unwrap_or(a.max_command_timeout_secs);
+    a.model_timeout_secs = r.u64("model_timeout_secs")?.unwrap_or(a.model_timeout_secs);
+    let recorded_steps = r.u64("max_steps")?.map(u32::try_from).transpose();
+    let recorded_steps = recorded_steps.map_err(|_| SettingsError::Bad {
+        key: "max_steps",
+        value: recorded["max_steps"].to_string(),
+    })?;
+    a.max_steps = args.max_steps.or(recorded_steps).unwrap_or(a.max_steps);
+    a.max_cost_usd = args.max_cost.or(r.f64("max_cost_usd")?);
+    a.price = args.price.clone();
+    let recorded_tokens = r.u64("max_tokens")?.and_then(|t| u32::try_from(t).ok());
+    a.max_tokens = recorded_tokens.unwrap_or(a.max_tokens);
+    a.context_window_tokens = r
+        .u64("context_window_tokens")?
+        .unwrap_or(a.context_window_tokens);
+    a.output_limit_bytes = r
+        .u64("output_limit_bytes")?
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(a.output_limit_bytes);
+    a.system = r.string("system_prompt")?;
+    a.env = args.env.clone();
+    a.deny = r.strings("deny")?.unwrap_or_default();
+    a.default_deny = r.bool("default_deny")?.unwrap_or(a.default_deny);
+    if let Some(tools) = r.strings("tools")? {
+        a.tools = tools.join(",");
+    }
+    a.shell = r.choice("shell")?.unwrap_or(a.shell);
+
+    let s = &mut b.sandbox;
+    s.backend = r.choice("executor")?.unwrap_or(s.backend);
+    s.image = r.string("image")?.unwrap_or_else(|| s.image.clone());
+    // An allowlist comes back from its hosts.
+    s.network = match r.string("network")?.as_deref() {
+        Some("allowlist") => Network::None,
+        _ => r.choice("network")?.unwrap_or(s.network),
+    };
+    s.allowed_hosts = r.strings("allowed_hosts")?.unwrap_or_default();
+    s.egress_network = r.string("egress_network")?;
+    s.cpus = r.f64("cpus")?.unwrap_or(s.cpus);
+    if let Some(m) = r.u64("memory_bytes")? {
+        s.memory = m.to_string();
+    }
+    s.pids_limit = r.get("pids_limit", Value::as_i64)?.unwrap_or(s.pids_limit);
+    s.user = r.string("user")?.unwrap_or_else(|| s.user.clone());
+    s.writable_rootfs = r.bool("writable_rootfs")?.unwrap_or(s.writable_rootfs);
+    s.workspace_mode = r.choice("workspace_mode")?.unwrap_or(s.workspace_mode);
+    // Recorded as null when unlimited; missing in an older trajectory.
+    match recorded.get("disk_bytes") {
+        Some(Value::Null) => s.disk = "unlimited".into(),
+        _ => {
+            if let Some(d) = r.u64("disk_bytes")? {
+                s.disk = d.to_string();
+            }
+        }
+    }
+    s.runtime = r.string("runtime")?;
+
+    b.max_time_secs = args.max_time.or(r.u64("max_time_secs")?);
+    b.keep_background = r.bool("keep_background")?.unwrap_or(false);
+    b.json = args.json;
+    Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn args(argv: &[&str]) -> ContinueArgs {
+        let mut full = vec!["runner", "continue", "runs/x"];
+        full.extend_from_slice(argv);
+        match Cli::try_parse_from(full).expect("parses").command {
+            Some(Command::Continue(a)) => a,
+            other => panic!("not continue: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn recorded_settings_come_back_as_they_were() {
+        let mut run = ConfigBuilder::default();
+        run.agent.provider = Provider::Scripted;
+        run.agent.script = Some(PathBuf::from("/tmp/s.json"));
+        run.agent.model = Some("m1".into());
+        run.agent.max_steps = 7;
+        run.agent.max_cost_usd = Some(0.5);
+        run.agent.tools = "bash,edit".into();
+        run.agent.system = Some("be brief".into());
+        run.agent.deny = vec!["curl".into()];
+        run.sandbox.backend = crate::exec::backend::BackendKind::Local;
+        run.sandbox.memory = "512m".into();
+        run.sandbox.disk = "unlimited".into();
+        run.sandbox.allowed_hosts = vec!["example.com".into()];
+        run.max_time_secs = Some(60);
+        let config = run.build().expect("valid");
+        let recorded = config.public_json();
+        let again = builder(&recorded, &args(&[])).expect("reads back");
+        let again = again.build().expect("valid");
+        assert_eq!(again.public_json(), recorded);
+
+        // Flags win; limits are the run's unless given.
+        let b = builder(&recorded, &args(&["--max-steps", "3", "--model", "m2"])).expect("ok");
+        assert_eq!(
+            (b.agent.max_steps, b.agent.model.as_deref()),
+            (3, Some("m2"))
+        );
+        assert_eq!(b.max_time_secs, Some(60));
+    }
+
+    #[test]
+    fn another_provider_drops_the_runs_model_and_url() {
+        let recorded = serde_json::json!({"provider": "anthropic", "model": "claude-x",
+            "base_url": "http://127.0.0.1:1"});
+        let b = builder(&recorded, &args(&["--provider", "openai"])).expect("ok");
+        assert_eq!(b.agent.provider, Provider::Openai);
+        assert_eq!((b.agent.model, b.agent.base_url), (None, None));
+        let bad = serde_json::json!({"provider": "anthropic", "max_steps": "many"});
+        assert!(matches!(
+            builder(&bad, &args(&[])),
+            Err(SettingsError::Bad {
+                key: "max_steps",
+                ..
+            })
+        ));
+    }
+}
