@@ -152,16 +152,18 @@ class Swerex:
     async def _call(self, command: str, timeout: float | None) -> dict[str, Any]:
         from swerex.runtime.abstract import BashAction, Command
 
-        runtime = self.deployment.runtime
         started = time.perf_counter()
         try:
+            runtime = self.deployment.runtime
             if self.session:
                 obs = await runtime.run_in_session(BashAction(command=command, timeout=timeout, check="silent"))
                 ms = (time.perf_counter() - started) * 1000
                 return call_reply(ms, obs.exit_code, obs.output, None)
             resp = await runtime.execute(Command(command=command, shell=True, timeout=timeout))
             ms = (time.perf_counter() - started) * 1000
-            return call_reply(ms, resp.exit_code, resp.stdout + resp.stderr, None)
+            # No concatenation unless needed: a flood's stdout is not copied again.
+            output = resp.stdout + resp.stderr if resp.stderr else resp.stdout
+            return call_reply(ms, resp.exit_code, output, None)
         except Exception as exc:  # noqa: BLE001 -- any failure of the tool is reported, not fatal
             return call_reply((time.perf_counter() - started) * 1000, None, "", describe(exc))
 
