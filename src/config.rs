@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::approve::ApproveMode;
 pub use crate::exec::ENV_ALLOWLIST;
 use crate::exec::backend::{
     BackendKind, DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_PIDS_LIMIT, DEFAULT_USER, Network,
@@ -298,6 +299,8 @@ pub struct ConfigBuilder {
     pub workspace: Option<PathBuf>,
     pub keep_workspace: bool,
     pub keep_background: bool,
+    /// `--approve`: which commands a person is asked about.
+    pub approve: ApproveMode,
 }
 
 /// Sandbox settings, validated.
@@ -365,6 +368,8 @@ pub struct Config {
     pub keep_background: bool,
     /// Whether `cd` and exported variables carry over between commands.
     pub shell: ShellMode,
+    /// Which commands a person is asked about before they run.
+    pub approve: ApproveMode,
 }
 
 impl ConfigBuilder {
@@ -481,6 +486,7 @@ impl ConfigBuilder {
             keep_workspace: self.keep_workspace,
             keep_background: self.keep_background,
             shell: a.shell,
+            approve: self.approve,
         })
     }
 }
@@ -520,6 +526,7 @@ impl Config {
             "default_deny": self.default_deny,
             "deny": self.deny,
             "tools": self.tools.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+            "approve": self.approve.as_str(),
         })
     }
 

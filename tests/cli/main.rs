@@ -20,6 +20,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod approve;
 mod docker;
 mod edit;
 mod messages;
