@@ -195,15 +195,25 @@ const PREFIXES: &[&str] = &["sudo", "env", "time", "nohup", "nice", "exec", "com
 fn write_targets(command: &str) -> Vec<String> {
     let mut targets = redirect_targets(command);
     for simple in command.split(['\n', ';', '&', '|', '(', ')', '`']) {
-        let words = words(simple);
+        // Up to the first redirect (its target is counted above).
+        let before_redirect = simple.split(['>', '<']).next().unwrap_or("");
+        let mut words = words(before_redirect);
+        // `2>`: the descriptor is the redirect's, not an argument.
+        if before_redirect.len() < simple.len()
+            && !before_redirect.ends_with(char::is_whitespace)
+            && words
+                .last()
+                .is_some_and(|w| w.chars().all(|c| c.is_ascii_digit()))
+        {
+            words.pop();
+        }
         let mut rest = words
             .iter()
             .map(String::as_str)
             .skip_while(|w| PREFIXES.contains(w) || is_assignment(w));
         let Some(program) = rest.next() else { continue };
         let program = program.rsplit('/').next().unwrap_or(program);
-        // Arguments only, up to a redirect (its target is counted above).
-        let args: Vec<&str> = rest.take_while(|w| !w.contains(['>', '<'])).collect();
+        let args: Vec<&str> = rest.collect();
         let plain: Vec<&str> = args
             .iter()
             .copied()
@@ -373,6 +383,8 @@ mod tests {
             "sed -i '/foo/d' notes.txt",
             "tee out.log < in.txt",
             "X=1 ./configure --prefix=/workspace/out",
+            "cp a.txt b.txt 2>/dev/null",
+            "touch a 2> err.log",
         ] {
             assert_eq!(p.matched(cmd), None, "{cmd}");
         }
@@ -401,6 +413,8 @@ mod tests {
             "sed -i 's/a/b/' /etc/hosts",
             "cat x > '/etc/quoted'",
             "X=1 cp a /srv/a",
+            "cp a /etc/b 2>/dev/null",
+            "cp a /etc/b > log.txt",
         ] {
             assert_eq!(p.matched(cmd), Some(OUTSIDE_WORKSPACE_RULE), "{cmd}");
         }
