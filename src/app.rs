@@ -52,6 +52,8 @@ pub enum AppError {
     NoTask,
     #[error("cannot read the task from stdin: {0}")]
     Stdin(std::io::Error),
+    #[error("{0}")]
+    ApproveNeedsTerminal(#[from] crate::approve::NoTerminal),
 }
 
 impl AppError {
@@ -71,6 +73,7 @@ impl AppError {
             AppError::RunDirInWorkspace { .. } => {
                 "pass a --run-dir outside the workspace".into()
             }
+            AppError::ApproveNeedsTerminal(e) => e.hint().into(),
             _ => return None,
         })
     }
@@ -138,6 +141,8 @@ async fn run_inner(
     cancel: CancellationToken,
 ) -> Result<u8, AppError> {
     let config = builder.build()?;
+    // Before anything starts: nobody could answer.
+    crate::approve::check_terminal(config.approve)?;
     let Some(source) = task_source(task, &cancel).await? else {
         return Ok(Outcome::Interrupted.exit_code());
     };
@@ -297,8 +302,11 @@ async fn converse(
     human: &Human,
 ) -> RunEnd {
     let warn = |w: &str| human.say(w);
+    let approver =
+        crate::approve::Approver::new(config.approve, &executor.workdir(), human.redactor());
     let session = Session::new(config, executor, Some(run_dir.outputs().clone()), &warn);
-    let agent = session.agent(model);
+    let mut agent = session.agent(model);
+    agent.approver = approver.as_ref();
     Session::guarded(async {
         match source {
             TaskSource::Once(task) => {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::approve::ApproveMode;
 use crate::config::{
     AgentOptions, ConfigBuilder, DEFAULT_CONTEXT_WINDOW_TOKENS, DEFAULT_DISK,
     DEFAULT_MAX_COMMAND_TIMEOUT_SECS, DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, DEFAULT_MEMORY,
@@ -404,6 +405,10 @@ pub struct RunArgs {
     /// Container runtime the engine has registered (runsc for gVisor, crun...; default: the engine's).
     #[arg(long, env = "RUNNER_RUNTIME", value_name = "NAME")]
     pub runtime: Option<String>,
+
+    /// Ask a person on the terminal before commands run: `risky` ones (the deny list's patterns, package installs, network tools, rm -r, writes outside the workspace...; see the README) or `always`. A prompt, not a security boundary; needs stdin and stderr on a terminal.
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = ApproveMode::Never)]
+    pub approve: ApproveMode,
 }
 
 /// Flags of the model and the agent loop, shared by a run and `runner eval`.
@@ -527,6 +532,11 @@ value_enum!(ShellMode, ShellMode::ALL,
     ShellMode::Fresh => ("fresh", "Each command starts in the workdir with the sandbox's environment"),
     ShellMode::Persistent => ("persistent", "cd, export and unset carry over to the next commands"),
 );
+value_enum!(ApproveMode, ApproveMode::ALL,
+    ApproveMode::Never => ("never", "Run every command without asking (the default)"),
+    ApproveMode::Risky => ("risky", "Ask before risky commands (the deny list's patterns and the risky list)"),
+    ApproveMode::Always => ("always", "Ask before every command"),
+);
 value_enum!(AgentKind, AgentKind::ALL,
     AgentKind::Model => ("model", "The runner loop with the configured model"),
     AgentKind::Oracle => ("oracle", "The task's reference solution, solution/solve.sh"),
@@ -587,6 +597,7 @@ impl RunArgs {
             workspace: self.workspace.clone(),
             keep_workspace: self.keep_workspace,
             keep_background: self.keep_background,
+            approve: self.approve,
         }
     }
 }

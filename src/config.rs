@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::approve::ApproveMode;
 pub use crate::exec::ENV_ALLOWLIST;
 use crate::exec::backend::{
     BackendKind, DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_PIDS_LIMIT, DEFAULT_USER, Network,
@@ -298,6 +299,8 @@ pub struct ConfigBuilder {
     pub workspace: Option<PathBuf>,
     pub keep_workspace: bool,
     pub keep_background: bool,
+    /// `--approve`: which commands a person is asked about.
+    pub approve: ApproveMode,
 }
 
 /// Sandbox settings, validated.
@@ -365,6 +368,8 @@ pub struct Config {
     pub keep_background: bool,
     /// Whether `cd` and exported variables carry over between commands.
     pub shell: ShellMode,
+    /// Which commands a person is asked about before they run.
+    pub approve: ApproveMode,
 }
 
 impl ConfigBuilder {
@@ -481,6 +486,7 @@ impl ConfigBuilder {
             keep_workspace: self.keep_workspace,
             keep_background: self.keep_background,
             shell: a.shell,
+            approve: self.approve,
         })
     }
 }
@@ -524,6 +530,7 @@ impl Config {
             "workspace_mode": format!("{:?}", self.sandbox.workspace_mode).to_lowercase(),
             "script": self.script.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
             "system_prompt": self.system_prompt,
+            "approve": self.approve.as_str(),
         })
     }
 

@@ -4,6 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::approve::Answer;
 use crate::model::{Message, StopReason, Usage};
 
 /// The trajectory format this binary writes (in `run_started`) and the
@@ -128,6 +129,22 @@ pub enum Event {
         /// The file holding the full, untruncated output, when one was written.
         #[serde(skip_serializing_if = "Option::is_none")]
         full_output: Option<String>,
+    },
+    /// A person's decision on a command before it ran (`--approve`).
+    Approval {
+        step: u32,
+        /// The tool call's id.
+        id: String,
+        /// The command as the model sent it.
+        command: String,
+        /// Why it was asked: `always`, or the risky rule that matched.
+        rule: String,
+        answer: Answer,
+        /// `false`: an earlier `a` approved it without asking.
+        asked: bool,
+        /// The command that ran instead (answer `edit`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        edited: Option<String>,
     },
     /// Something the loop did on its own (context trimmed, call cut off...).
     Notice { message: String },

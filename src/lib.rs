@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod app;
+pub mod approve;
 #[cfg(test)]
 mod arbitrary_json;
 pub mod cli;

@@ -42,6 +42,11 @@ impl Human {
         let _ = self.redactor.set(redactor);
     }
 
+    /// The secrets kept off the terminal, once set.
+    pub fn redactor(&self) -> Option<Redactor> {
+        self.redactor.get().cloned()
+    }
+
     /// `text` redacted and made visible: safe to print.
     fn safe(&self, text: &str) -> String {
         let redacted = match self.redactor.get() {
@@ -169,6 +174,21 @@ impl Human {
                     previous_outcome.map_or("without run_finished (killed?)", |o| o.as_str())
                 ),
             ),
+            Event::Approval {
+                asked,
+                edited,
+                rule,
+                ..
+            } => {
+                if let Some(cmd) = edited {
+                    self.styled_line(Some("1;36"), &format!("$ {cmd}  (edited)"));
+                } else if !asked {
+                    self.styled_line(
+                        Some("2"),
+                        &format!("approved without asking ({rule}): `a` was answered earlier"),
+                    );
+                }
+            }
             Event::RunFinished {
                 outcome,
                 steps,

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use limits::Limits;
 
+use crate::approve::{self, Answer, Approver, Review};
 use crate::event::{Event, Outcome, Sink};
 use crate::exec::ExecError;
 use crate::model::{
@@ -143,6 +144,18 @@ pub struct Agent<'a> {
     pub cost: CostFn<'a>,
     /// Where full command outputs are written (one file per call).
     pub outputs: Option<OutputDir>,
+    /// Who approves commands before they run (`--approve`); `None`: nobody.
+    pub approver: Option<&'a Approver>,
+}
+
+/// What a person decided about a tool call before it ran.
+enum Approved {
+    Run,
+    /// Run this command line instead.
+    Edited(String),
+    Declined,
+    /// `q`: the run stops as on Ctrl-C.
+    Stopped,
 }
 
 /// What the loop does after a reply.
@@ -409,6 +422,70 @@ impl Agent<'_> {
         Next::Continue
     }
 
+    /// Asks the approver, if any, about the command `call` would run, and
+    /// records the decision. `q` cancels the run as Ctrl-C does: the
+    /// calls after it are not run and the run ends `interrupted`.
+    async fn approve(
+        &self,
+        step: u32,
+        call: crate::model::ToolCall<'_>,
+        sink: Sink<'_>,
+        cancel: &CancellationToken,
+    ) -> Approved {
+        let Some(approver) = self.approver else {
+            return Approved::Run;
+        };
+        let Some(command) = self.tools.command(call) else {
+            return Approved::Run;
+        };
+        let decision = match approver.review(&command, cancel).await {
+            Review::NotAsked => return Approved::Run,
+            Review::Interrupted => return Approved::Stopped,
+            Review::Decided(d) => d,
+        };
+        sink(&Event::Approval {
+            step,
+            id: call.id.to_string(),
+            command,
+            rule: decision.rule.to_string(),
+            answer: decision.answer,
+            asked: decision.asked,
+            edited: decision.edited.clone(),
+        });
+        match (decision.answer, decision.edited) {
+            (Answer::Yes | Answer::All, _) => Approved::Run,
+            (Answer::Edit, Some(edited)) => Approved::Edited(edited),
+            (Answer::Edit, None) | (Answer::No, _) => Approved::Declined,
+            (Answer::Quit, _) => {
+                cancel.cancel();
+                Approved::Stopped
+            }
+        }
+    }
+
+    /// Runs `call` with its command replaced by the person's `command`;
+    /// the model is told what ran.
+    async fn run_edited(
+        &self,
+        call: crate::model::ToolCall<'_>,
+        command: &str,
+        ctx: &ToolContext,
+    ) -> crate::tools::ToolOutcome {
+        let Some(input) = self.tools.with_command(call, command) else {
+            return crate::tools::ToolOutcome::error(approve::DECLINED);
+        };
+        let edited = crate::model::ToolCall {
+            input: &input,
+            ..call
+        };
+        let mut outcome = self.tools.dispatch(edited, ctx).await;
+        outcome.content = format!(
+            "[the user edited the command before it ran; it ran as: {command}]\n{}",
+            outcome.content
+        );
+        outcome
+    }
+
     /// Runs every tool call of `message` in order; each gets exactly one
     /// result. A call cut off by max_tokens is never run.
     async fn run_tools(
@@ -451,7 +528,12 @@ impl Agent<'_> {
                         cancel: cancel.clone(),
                         full_output: full_output.clone(),
                     };
-                    self.tools.dispatch(call, &ctx).await
+                    match self.approve(step, call, sink, cancel).await {
+                        Approved::Run => self.tools.dispatch(call, &ctx).await,
+                        Approved::Edited(command) => self.run_edited(call, &command, &ctx).await,
+                        Approved::Declined => crate::tools::ToolOutcome::error(approve::DECLINED),
+                        Approved::Stopped => crate::tools::ToolOutcome::error(approve::STOPPED),
+                    }
                 }
             };
             let exec = outcome.exec.as_ref();

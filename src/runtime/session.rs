@@ -94,6 +94,7 @@ impl Session {
             settings: &self.settings,
             cost: &self.cost,
             outputs: self.outputs.clone(),
+            approver: None,
         }
     }
 

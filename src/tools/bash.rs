@@ -261,6 +261,21 @@ impl Tool for BashTool {
         }
     }
 
+    fn command(&self, input: &Value) -> Option<String> {
+        match self.parse(input) {
+            Ok(Call::Run(p)) if self.policy.check(&p.command).is_none() => Some(p.command),
+            _ => None,
+        }
+    }
+
+    fn with_command(&self, input: &Value, command: &str) -> Value {
+        let mut input = input.clone();
+        if let Some(obj) = input.as_object_mut() {
+            obj.insert("command".into(), Value::String(command.to_string()));
+        }
+        input
+    }
+
     async fn call(&self, input: &Value, ctx: &ToolContext) -> ToolOutcome {
         let Parsed {
             command,

@@ -57,6 +57,18 @@ pub trait Tool: Send + Sync {
 
     /// Runs the tool on already-parsed JSON input.
     async fn call(&self, input: &Value, ctx: &ToolContext) -> ToolOutcome;
+
+    /// The shell command this input would run, for a person to approve
+    /// (`--approve`); `None` when it runs none: the tool runs no commands,
+    /// the input is invalid, or the policy refuses it anyway.
+    fn command(&self, _input: &Value) -> Option<String> {
+        None
+    }
+
+    /// `input` with its command replaced by `command` (a person's edit).
+    fn with_command(&self, input: &Value, _command: &str) -> Value {
+        input.clone()
+    }
 }
 
 /// The tools of one run, by name.
@@ -104,6 +116,26 @@ impl Registry {
                 ))
             }
         }
+    }
+
+    /// The command `call` would run, if any (see [`Tool::command`]).
+    pub fn command(&self, call: ToolCall<'_>) -> Option<String> {
+        if call.raw_input.is_some() {
+            return None;
+        }
+        self.find(call.name)?.command(call.input)
+    }
+
+    /// The input of `call` with its command replaced by `command`.
+    pub fn with_command(&self, call: ToolCall<'_>, command: &str) -> Option<Value> {
+        Some(self.find(call.name)?.with_command(call.input, command))
+    }
+
+    fn find(&self, name: &str) -> Option<&dyn Tool> {
+        self.tools
+            .iter()
+            .find(|t| t.spec().name == name)
+            .map(|t| t.as_ref())
     }
 }
 

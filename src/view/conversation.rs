@@ -157,6 +157,25 @@ fn event(h: &mut Html, run: &RunData, ev: &Value) {
             h.raw("</li>");
         }
         "tool_result" => tool_result(h, run, ev),
+        "approval" => {
+            let asked = ev.get("asked").and_then(Value::as_bool).unwrap_or(true);
+            let line = format!(
+                "approval ({}): {}{}",
+                s(ev, "rule"),
+                s(ev, "answer"),
+                if asked {
+                    ""
+                } else {
+                    ", approved by an earlier `a`"
+                }
+            );
+            h.raw("<li class=\"ev notice\">").text(&line);
+            if let Some(cmd) = ev.get("edited").and_then(Value::as_str) {
+                h.el("div", "label", "ran instead");
+                h.pre(cmd, MAX_TEXT_BYTES);
+            }
+            h.raw("</li>");
+        }
         "notice" => {
             h.raw("<li class=\"ev notice\">")
                 .text(s(ev, "message"))

@@ -32,6 +32,8 @@ fn trajectory(dir: &Path, full_output: &str) {
                "output": format!("out {HOSTILE}\n").repeat(200), "full_output": full_output}),
         json!({"type": "tool_call", "step": 2, "id": "c2", "name": "str_replace_based_edit_tool",
                "input": {"command": "create", "path": format!("/workspace/{HOSTILE}"), "file_text": "x"}}),
+        json!({"type": "approval", "step": 2, "id": "c2", "command": HOSTILE, "rule": HOSTILE,
+               "answer": HOSTILE, "asked": false, "edited": HOSTILE}),
         json!({"type": "notice", "message": HOSTILE}),
         json!({"type": "continuation", "message": HOSTILE, "replayed_messages": 4, "replayed_steps": 2,
                "previous_outcome": HOSTILE, "config": {"model": HOSTILE}}),

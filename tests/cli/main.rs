@@ -21,6 +21,7 @@
 mod support;
 
 mod continue_run;
+mod approve;
 mod docker;
 mod edit;
 mod messages;
