@@ -109,6 +109,10 @@ pub struct ContinueArgs {
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
 
+    /// Which commands a person is asked about before they run (default: the run's own --approve).
+    #[arg(long, value_enum)]
+    pub approve: Option<ApproveMode>,
+
     /// Print events as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,

@@ -241,6 +241,7 @@ mod tests {
             settings: &settings,
             cost: &cost,
             outputs: None,
+            approver: None,
         };
         let events = Mutex::new(Vec::new());
         let sink = |e: &Event| {

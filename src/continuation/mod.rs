@@ -64,6 +64,8 @@ pub enum ContinueError {
     },
     #[error("refusing the workspace: {0}")]
     WorkspaceRefused(String),
+    #[error("{0}")]
+    NoTerminal(#[from] crate::approve::NoTerminal),
 }
 
 impl ContinueError {
@@ -71,6 +73,7 @@ impl ContinueError {
         Some(match self {
             ContinueError::Record(e) => return e.hint(),
             ContinueError::Settings(e) => e.hint(),
+            ContinueError::NoTerminal(e) => e.hint().into(),
             ContinueError::Config(e) => return e.hint().map(str::to_string),
             ContinueError::Model(e) => return e.hint().map(|h| crate::hints::model(&h)),
             ContinueError::Exec(e) => return e.hint(),
@@ -140,6 +143,7 @@ async fn continue_run(
     builder.workspace = Some(ws_path.clone());
     builder.run_dir = Some(rec.path.clone());
     let config = builder.build()?;
+    crate::approve::check_terminal(config.approve)?;
     let model = runtime::build_model(&config)?;
     let mut own = vec![rec.path.clone()];
     own.extend(std::env::current_exe().ok());
@@ -320,8 +324,11 @@ async fn go_on(
     human: &Human,
 ) -> RunEnd {
     let warn = |w: &str| human.say(w);
+    let approver =
+        crate::approve::Approver::new(config.approve, &executor.workdir(), human.redactor());
     let session = Session::new(config, executor, Some(run_dir.outputs().clone()), &warn);
-    let agent = session.agent(model);
+    let mut agent = session.agent(model);
+    agent.approver = approver.as_ref();
     Session::guarded(async {
         sink(&Event::UserMessage {
             text: message.clone(),

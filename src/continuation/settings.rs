@@ -135,6 +135,11 @@ pub fn builder(recorded: &Value, args: &ContinueArgs) -> Result<ConfigBuilder, S
     let same = provider == ran_with;
     let own = |v: Option<String>| if same { v } else { None };
 
+    // A run that asked a person keeps asking unless told otherwise.
+    b.approve = match args.approve {
+        Some(m) => m,
+        None => r.choice("approve")?.unwrap_or_default(),
+    };
     let a = &mut b.agent;
     a.provider = provider;
     a.model = args.model.clone().or(own(r.string("model")?));

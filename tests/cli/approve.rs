@@ -35,10 +35,6 @@ impl Run {
         let ws = d.path().join("ws");
         std::fs::create_dir_all(&ws).unwrap();
         let mut c = d.runner();
-        // The pseudo-terminal is fd 0, 1 and 2: exec must keep them.
-        c.stdin(Stdio::inherit())
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit());
         c.arg("--provider")
             .arg("scripted")
             .arg("--script")
@@ -46,6 +42,28 @@ impl Run {
             .args(["--executor", "local", "--approve", approve, "--workspace"])
             .arg(&ws)
             .args(task);
+        Run::spawn(c, ws)
+    }
+
+    /// `runner continue` of `d`'s run with `message`, the scripted model
+    /// on `script`, and `extra` flags.
+    fn continue_with(d: &Dir, script: &str, message: &str, extra: &[&str]) -> Run {
+        let s = d.write("script-2.json", script);
+        let mut c = d.runner();
+        c.arg("continue")
+            .arg(d.run_dir())
+            .arg(message)
+            .arg("--script")
+            .arg(&s)
+            .args(extra);
+        Run::spawn(c, d.path().join("ws"))
+    }
+
+    fn spawn(mut c: std::process::Command, ws: PathBuf) -> Run {
+        // The pseudo-terminal is fd 0, 1 and 2: exec must keep them.
+        c.stdin(Stdio::inherit())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit());
         let mut pty = OsSession::spawn(c).expect("spawn runner on a pseudo-terminal");
         pty.set_expect_timeout(Some(Duration::from_secs(30)));
         Run {
@@ -458,4 +476,79 @@ fn a_conversation_asks_too() {
     let answers: Vec<_> = approvals(&traj).iter().map(|e| &e["answer"]).collect();
     assert_eq!(answers, ["yes", "no"]);
     assert_eq!(outcome(&traj), "completed");
+}
+
+#[test]
+fn a_continuation_asks_as_the_run_did_unless_told_otherwise() {
+    let _s = shared();
+    let d = Dir::new();
+    let mut run = Run::start(
+        &d,
+        r#"[{"tool_calls":[{"name":"bash","input":{"command":"echo one > one.txt"}}]},
+            {"text":"done"}]"#,
+        "always",
+    );
+    run.answer("y");
+    let (code, seen) = run.finish();
+    assert_eq!(code, 0, "{seen}");
+    // No --approve given: the run's own `always` asks again.
+    let next = r#"[{"tool_calls":[{"name":"bash","input":{"command":"echo two > two.txt"}}]},
+                   {"text":"done again"}]"#;
+    let mut more = Run::continue_with(&d, next, "one more file", &[]);
+    more.wait_for("    echo two > two.txt");
+    more.answer("n");
+    let (code, seen) = more.finish();
+    assert_eq!(code, 0, "{seen}");
+    assert!(!d.path().join("ws/two.txt").exists());
+    // --approve never given to the continuation: nothing is asked.
+    let last = Run::continue_with(&d, next, "again", &["--approve", "never"]);
+    let ws = last.ws.clone();
+    let (code, seen) = last.finish();
+    assert_eq!(code, 0, "{seen}");
+    assert!(!seen.contains(CHOICES), "{seen}");
+    assert!(ws.join("two.txt").exists());
+    let answers: Vec<_> = approvals(&d.trajectory())
+        .iter()
+        .map(|e| e["answer"].clone())
+        .collect();
+    assert_eq!(answers, ["yes", "no"]);
+}
+
+#[test]
+fn a_continuation_that_would_ask_needs_a_terminal() {
+    let d = Dir::new();
+    let s = d.write(
+        "script.json",
+        r#"[{"tool_calls":[{"name":"bash","input":{"command":"true"}}]},{"text":"done"}]"#,
+    );
+    let ws = d.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let out = d
+        .runner()
+        .args(["--provider", "scripted", "--script"])
+        .arg(&s)
+        .args(["--executor", "local", "--workspace"])
+        .arg(&ws)
+        .arg("the task")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let events_before = d.trajectory().len();
+    let out = d
+        .runner()
+        .arg("continue")
+        .arg(d.run_dir())
+        .args(["--approve", "risky"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("error: --approve risky asks on the terminal, but stdin is not a terminal"),
+        "{err}"
+    );
+    assert!(err.contains("hint: "), "{err}");
+    assert_eq!(d.trajectory().len(), events_before, "nothing appended");
 }

@@ -20,8 +20,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-mod continue_run;
 mod approve;
+mod continue_run;
 mod docker;
 mod edit;
 mod messages;
