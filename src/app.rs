@@ -20,6 +20,7 @@ use crate::hints::Failure;
 use crate::model::{Message, Model, ModelError};
 use crate::redact::RedactError;
 use crate::render::{Human, json_line};
+use crate::run_end;
 use crate::runtime::{self, Session};
 use crate::trajectory::{RunDir, RunDirError, new_run_path};
 use crate::workspace::Workspace;
@@ -224,29 +225,10 @@ async fn run_inner(
                 human,
             )
             .await;
-            match executor.shutdown().await {
-                Ok(()) => end,
-                // The run's work may not have come back (copy mode): never
-                // report that as a success.
-                Err(e) if end.outcome == Outcome::Completed => RunEnd {
-                    outcome: Outcome::Error,
-                    error: Some(format!("ending the sandbox failed: {e}")),
-                    final_text: end.final_text,
-                    hint: None,
-                },
-                Err(e) => {
-                    human.say(&format!("warning: ending the sandbox failed: {e}"));
-                    end
-                }
-            }
+            run_end::shut_down(executor.as_ref(), end, human).await
         }
         Err(e) => {
-            let end = RunEnd {
-                outcome: Outcome::Error,
-                error: Some(e.to_string()),
-                final_text: None,
-                hint: None,
-            };
+            let end = run_end::not_started(&e);
             start_failed = Some(AppError::Exec(e));
             end
         }
@@ -261,30 +243,12 @@ async fn run_inner(
         error: end.error.clone(),
         final_text: end.final_text.clone(),
     };
-    match &start_failed {
-        // One `error:` line and its `hint:`, like any other infrastructure
-        // error; the trajectory still ends with run_finished.
-        Some(err) => {
-            record(&finished);
-            Failure::new(err.to_string(), err.hint()).print();
-        }
-        None => {
-            sink(&finished);
-            if let Some(h) = &end.hint {
-                human.say(&format!("hint: {h}"));
-            }
-        }
-    }
     // A scratch workspace no command ever saw is not worth keeping.
     let keep =
         config.keep_workspace || (end.outcome != Outcome::Completed && start_failed.is_none());
-    if let Some(p) = workspace.finish(keep) {
-        human.say(&format!("workspace: {}", p.display()));
-    }
-    human.say(&format!(
-        "trajectory: {}",
-        run_dir.trajectory_path().display()
-    ));
+    let failure = start_failed.map(|err| Failure::new(err.to_string(), err.hint()));
+    run_end::finish(&finished, &end, failure, &record, &sink, human);
+    run_end::say_where(workspace.finish(keep), &run_dir, human);
     Ok(end.outcome.exit_code())
 }
 

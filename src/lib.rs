@@ -24,6 +24,7 @@ pub mod plural;
 pub mod prompt;
 pub mod redact;
 pub mod render;
+pub mod run_end;
 pub mod runtime;
 pub mod terminal;
 pub mod tools;

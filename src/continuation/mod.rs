@@ -17,13 +17,14 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{Conversation, RunEnd, replay};
 use crate::cli::ContinueArgs;
 use crate::config::{Config, ConfigError};
-use crate::event::{Event, Outcome};
+use crate::event::Event;
 use crate::exec::backend::BackendKind;
 use crate::exec::{ExecError, Executor};
 use crate::hints::Failure;
 use crate::model::{Model, ModelError};
 use crate::redact::RedactError;
 use crate::render::{Human, json_line};
+use crate::run_end;
 use crate::runtime::{self, Session};
 use crate::trajectory::{RunDir, RunDirError};
 use crate::workspace::Workspace;
@@ -251,27 +252,10 @@ async fn continue_run(
                 human,
             )
             .await;
-            match executor.shutdown().await {
-                Ok(()) => end,
-                Err(e) if end.outcome == Outcome::Completed => RunEnd {
-                    outcome: Outcome::Error,
-                    error: Some(format!("ending the sandbox failed: {e}")),
-                    final_text: end.final_text,
-                    hint: None,
-                },
-                Err(e) => {
-                    human.say(&format!("warning: ending the sandbox failed: {e}"));
-                    end
-                }
-            }
+            run_end::shut_down(executor.as_ref(), end, human).await
         }
         Err(e) => {
-            let end = RunEnd {
-                outcome: Outcome::Error,
-                error: Some(e.to_string()),
-                final_text: None,
-                hint: None,
-            };
+            let end = run_end::not_started(&e);
             start_failed = Some(ContinueError::Exec(e));
             end
         }
@@ -287,26 +271,10 @@ async fn continue_run(
         error: end.error.clone(),
         final_text: end.final_text.clone(),
     };
-    match &start_failed {
-        Some(err) => {
-            record(&finished);
-            Failure::new(err.to_string(), err.hint()).print();
-        }
-        None => {
-            sink(&finished);
-            if let Some(h) = &end.hint {
-                human.say(&format!("hint: {h}"));
-            }
-        }
-    }
+    let failure = start_failed.map(|err| Failure::new(err.to_string(), err.hint()));
+    run_end::finish(&finished, &end, failure, &record, &sink, human);
     // Never a scratch directory here: the workspace stays.
-    if let Some(p) = workspace.finish(true) {
-        human.say(&format!("workspace: {}", p.display()));
-    }
-    human.say(&format!(
-        "trajectory: {}",
-        run_dir.trajectory_path().display()
-    ));
+    run_end::say_where(workspace.finish(true), &run_dir, human);
     Ok(end.outcome.exit_code())
 }
 
