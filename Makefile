@@ -4,7 +4,7 @@
 CARGO ?= cargo
 RUNNER := target/debug/runner
 
-.PHONY: demo-run all build test prereqs test-unit test-runsc lint fmt sandbox-image sandbox-tiny sandbox-full sandbox-proxy demo clean-runs bench bench-quick bench-images eval-demo harbor test-harbor
+.PHONY: demo-run all build test prereqs test-unit test-runsc lint fmt sandbox-image sandbox-tiny sandbox-full sandbox-proxy demo clean-runs bench bench-quick bench-peers bench-images eval-demo harbor test-harbor
 
 all: build
 
@@ -104,6 +104,17 @@ bench-images:
 bench: bench-images
 	$(CARGO) build --release --bin runner
 	$(CARGO) bench --bench suite -- --full
+
+## runner against the tools users pick instead, in one run (issue 14): mini-swe-agent and SWE-ReX
+## (pinned, in a venv under target/peers, with SWE-ReX's image built offline from PyPI wheels:
+## bench/peers/install.sh), Harbor (`make harbor`), and runner on runc and on runsc. Writes the
+## `peers` part of bench/results.json and its section of BENCHMARKS.md. The installs are one-time;
+## the run itself takes under 15 minutes.
+bench-peers: bench-images
+	bash bench/peers/install.sh
+	$(MAKE) harbor
+	$(CARGO) build --release --bin runner
+	$(CARGO) bench --bench suite -- --peers
 
 bench-quick: bench-images
 	$(CARGO) build --bin runner

@@ -8,6 +8,7 @@ use runner::exec::{ExecOutput, ExecRequest, Executor};
 use tokio_util::sync::CancellationToken;
 
 use crate::Plan;
+use crate::peers::{Peer, SWEREX_IMAGE, Tool};
 use crate::stats::{Row, Samples};
 use crate::sys::{
     BENCH_LABEL, count_processes, docker_out, engine_cpu_ms, run_child, self_cpu_ms,
@@ -55,131 +56,260 @@ fn ok(r: &crate::sys::ChildRun, what: &str) -> Result<(), String> {
     }
 }
 
-/// B1: one `true` in a warm sandbox.
-pub async fn b1(plan: &Plan, peer: &str) -> Result<Vec<Row>, String> {
-    let ex = DockerExecutor::start(config(plan, "bench-b1"))
-        .await
-        .map_err(|e| format!("starting the docker executor: {e}"))?;
-    let ids = [ex.container_id().to_string(), peer.to_string()];
+/// The row label of runner's executor on `runtime` (`None`: the engine's
+/// default, runc here).
+pub fn runner_side(runtime: Option<&str>) -> String {
+    match runtime {
+        None => "runner docker executor".to_string(),
+        Some(r) => format!("runner docker executor on {r}"),
+    }
+}
+
+/// B1: one `true` in a warm sandbox: runner's executor (on each of
+/// `runtimes`), the docker CLI, bash on the host and each started peer,
+/// interleaved call by call.
+pub async fn b1(
+    plan: &Plan,
+    peer: &str,
+    runtimes: &[Option<String>],
+    peers: &mut [Peer],
+) -> Result<Vec<Row>, String> {
+    let mut executors = Vec::new();
+    for (i, rt) in runtimes.iter().enumerate() {
+        let mut cfg = config(plan, &format!("bench-b1-{i}"));
+        cfg.runtime = rt.clone();
+        match DockerExecutor::start(cfg).await {
+            Ok(ex) => executors.push((rt.as_deref(), ex)),
+            Err(e) => {
+                for (_, ex) in executors {
+                    let _ = ex.shutdown().await;
+                }
+                return Err(format!("starting the docker executor on {rt:?}: {e}"));
+            }
+        }
+    }
+    let result = b1_rounds(plan, peer, &executors, peers).await;
+    let mut shut = Ok(());
+    for (_, ex) in executors {
+        if let Err(e) = ex.shutdown().await {
+            shut = Err(format!("removing a B1 sandbox: {e}"));
+        }
+    }
+    let rows = result?;
+    shut?;
+    Ok(rows)
+}
+
+/// Per-side samples and CPU of B1.
+#[derive(Default)]
+struct Side {
+    ms: Samples,
+    own_cpu: f64,
+    engine_cpu: f64,
+}
+
+async fn b1_rounds(
+    plan: &Plan,
+    peer: &str,
+    executors: &[(Option<&str>, DockerExecutor)],
+    peers: &mut [Peer],
+) -> Result<Vec<Row>, String> {
+    let mut ids: Vec<String> = executors
+        .iter()
+        .map(|(_, ex)| ex.container_id().to_string())
+        .collect();
+    ids.push(peer.to_string());
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
     let engine = || engine_cpu_ms(&ids);
-    let (mut runner, mut cli, mut local) =
-        (Samples::default(), Samples::default(), Samples::default());
-    let (mut own_cpu, mut daemon_runner, mut daemon_cli, mut cli_cpu) = (0.0, 0.0, 0.0, 0.0);
-    let result = async {
-        for round in 0..plan.warmup + plan.b1_rounds {
-            let keep = round >= plan.warmup;
+    let mut runner: Vec<Side> = executors.iter().map(|_| Side::default()).collect();
+    let (mut cli, mut local) = (Side::default(), Samples::default());
+    let mut others: Vec<Samples> = peers.iter().map(|_| Samples::default()).collect();
+    for round in 0..plan.warmup + plan.b1_rounds {
+        let keep = round >= plan.warmup;
+        for ((_, ex), side) in executors.iter().zip(runner.iter_mut()) {
             // Engine first: scanning /proc must not count as runner CPU.
             let d0 = engine();
             let (cpu0, t0) = (self_cpu_ms(), Instant::now());
-            let out = run(&ex, "true", Duration::from_secs(30)).await?;
+            let out = run(ex, "true", Duration::from_secs(30)).await?;
             let ms = t0.elapsed().as_secs_f64() * 1e3;
             let cpu = self_cpu_ms() - cpu0;
             if out.exit_code != Some(0) {
                 return Err(format!("`true` in the sandbox exited {:?}", out.exit_code));
             }
             let d1 = engine();
-            let c = run_child(
-                Command::new("docker").args(["exec", peer, "bash", "-lc", "true"]),
-                false,
-            )?;
-            ok(&c, "docker exec")?;
-            let d2 = engine();
-            let l = run_child(Command::new("bash").args(["-c", "true"]), false)?;
-            ok(&l, "bash -c true")?;
             if keep {
-                runner.push(ms);
-                own_cpu += cpu;
-                daemon_runner += d1 - d0;
-                cli.push(c.wall_ms);
-                cli_cpu += c.cpu_ms;
-                daemon_cli += d2 - d1;
-                local.push(l.wall_ms);
+                side.ms.push(ms);
+                side.own_cpu += cpu;
+                side.engine_cpu += d1 - d0;
             }
         }
-        Ok(())
-    }
-    .await;
-    let shut = ex.shutdown().await;
-    result?;
-    shut.map_err(|e| format!("removing the B1 sandbox: {e}"))?;
-    let n = runner.0.len() as f64;
-    let cli_row = Row::new("B1", "docker exec C bash -lc true (CLI)", "ms", &cli).note(format!(
-        "docker CLI CPU {:.1} ms/call; engine CPU {:.1} ms/call",
-        cli_cpu / n,
-        daemon_cli / n
-    ));
-    let local_row = Row::new("B1", "bash -c true (local, no sandbox)", "ms", &local);
-    let runner_row = Row::new("B1", "runner docker executor", "ms", &runner).versus(&cli_row);
-    // Issue 10: below SWE-ReX's in-container execute (about 5 ms here).
-    let met = runner.median() <= 3.0 && runner_row.ratio.is_some_and(|r| r <= 0.06);
-    let runner_row = runner_row
-        .target("median <= 3 ms; <= 0.06x CLI", met)
-        .note(format!(
-            "runner CPU {:.2} ms/call; engine CPU {:.1} ms/call; {:.1}x local",
-            own_cpu / n,
-            daemon_runner / n,
-            runner.median() / local.median()
-        ));
-    Ok(vec![runner_row, cli_row, local_row])
-}
-
-/// B2: create, start, first command, remove.
-pub async fn b2(plan: &Plan) -> Result<Vec<Row>, String> {
-    let (mut runner, mut cli) = (Samples::default(), Samples::default());
-    let (mut start, mut first, mut remove) =
-        (Samples::default(), Samples::default(), Samples::default());
-    let mut own_cpu = 0.0;
-    for round in 0..plan.warmup + plan.b2_rounds {
-        let keep = round >= plan.warmup;
-        let (cpu0, t0) = (self_cpu_ms(), Instant::now());
-        let ex = DockerExecutor::start(config(plan, &format!("bench-b2-{round}")))
-            .await
-            .map_err(|e| format!("starting the docker executor: {e}"))?;
-        let t1 = Instant::now();
-        let out = run(&ex, "true", Duration::from_secs(30)).await;
-        let t2 = Instant::now();
-        let shut = ex.shutdown().await;
-        let t3 = Instant::now();
-        let cpu = self_cpu_ms() - cpu0;
-        out?;
-        shut.map_err(|e| format!("removing the sandbox: {e}"))?;
+        let d1 = engine();
         let c = run_child(
-            Command::new("docker").args([
-                "run",
-                "--rm",
-                "--network",
-                "none",
-                "--label",
-                BENCH_LABEL,
-                &plan.image,
-                "true",
-            ]),
+            Command::new("docker").args(["exec", peer, "bash", "-lc", "true"]),
             false,
         )?;
-        ok(&c, "docker run --rm")?;
+        ok(&c, "docker exec")?;
+        let d2 = engine();
+        let l = run_child(Command::new("bash").args(["-c", "true"]), false)?;
+        ok(&l, "bash -c true")?;
+        for (p, samples) in peers.iter_mut().zip(others.iter_mut()) {
+            let r = p.call("true", 30.0, Duration::from_secs(60))?;
+            if r.exit_code != Some(0) || r.error.is_some() {
+                return Err(format!("{}: `true` gave {r:?}", p.label()));
+            }
+            if keep {
+                samples.push(r.ms);
+            }
+        }
         if keep {
-            let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
-            runner.push(ms(t0, t3));
-            start.push(ms(t0, t1));
-            first.push(ms(t1, t2));
-            remove.push(ms(t2, t3));
-            own_cpu += cpu;
-            cli.push(c.wall_ms);
+            cli.ms.push(c.wall_ms);
+            cli.own_cpu += c.cpu_ms;
+            cli.engine_cpu += d2 - d1;
+            local.push(l.wall_ms);
         }
     }
-    let n = runner.0.len() as f64;
-    let cli_row = Row::new("B2", "docker run --rm --network none IMG true", "ms", &cli);
-    let row = Row::new("B2", "runner docker executor", "ms", &runner).versus(&cli_row);
-    let met = row.ratio.is_some_and(|r| r <= 0.7);
-    let row = row.target("<= 0.7x", met).note(format!(
-        "phases (median): start {:.0} ms, first command {:.0} ms, remove {:.0} ms; runner CPU {:.1} ms/cycle",
-        start.median(),
-        first.median(),
-        remove.median(),
-        own_cpu / n
+    let n = plan.b1_rounds.max(1) as f64;
+    let cli_row = Row::new("B1", "docker exec C bash -lc true (CLI)", "ms", &cli.ms).note(format!(
+        "docker CLI CPU {:.1} ms/call; engine CPU {:.1} ms/call",
+        cli.own_cpu / n,
+        cli.engine_cpu / n
     ));
-    Ok(vec![row, cli_row])
+    let local_row = Row::new("B1", "bash -c true (local, no sandbox)", "ms", &local);
+    let peer_rows: Vec<Row> = peers
+        .iter()
+        .zip(&others)
+        .map(|(p, s)| Row::new("B1", p.label(), "ms", s))
+        .collect();
+    let fastest_peer = peer_rows
+        .iter()
+        .min_by(|a, b| a.median.total_cmp(&b.median))
+        .cloned();
+    let mut rows = Vec::new();
+    for ((rt, _), side) in executors.iter().zip(&runner) {
+        let row = Row::new("B1", runner_side(*rt), "ms", &side.ms).versus(&cli_row);
+        let below_cli = side.ms.median() <= 3.0 && row.ratio.is_some_and(|r| r <= 0.06);
+        let mut note = format!(
+            "runner CPU {:.2} ms/call ({:.0} % of its time); engine CPU {:.1} ms/call; {:.1}x local",
+            side.own_cpu / n,
+            100.0 * side.own_cpu / n / side.ms.median(),
+            side.engine_cpu / n,
+            side.ms.median() / local.median()
+        );
+        let row = match (&fastest_peer, rt) {
+            // Issue 14: below the fastest peer (SWE-ReX's execute).
+            (Some(fast), None) => {
+                note += &format!(
+                    "; {:.2}x the fastest peer ({})",
+                    side.ms.median() / fast.median,
+                    fast.side
+                );
+                row.target(
+                    "median <= 3 ms; <= 0.06x CLI; below the fastest peer",
+                    below_cli && side.ms.median() < fast.median,
+                )
+            }
+            // Issue 10: below SWE-ReX's in-container execute (about 5 ms here).
+            (None, None) => row.target("median <= 3 ms; <= 0.06x CLI", below_cli),
+            (_, Some(_)) => row,
+        };
+        rows.push(row.note(note));
+    }
+    let runc = runner.first().map_or(f64::NAN, |s| s.ms.median());
+    for (mut row, p) in peer_rows.into_iter().zip(peers.iter()) {
+        row.ratio = Some(runc / row.median);
+        let image = if p.tool == Tool::Mini {
+            plan.image.clone()
+        } else {
+            SWEREX_IMAGE.to_string()
+        };
+        rows.push(row.note(format!(
+            "runner/this peer in the ratio column; image {image}; the tool's own wall time per call, in its Python process; environment up in {:.0} ms",
+            p.start_ms
+        )));
+    }
+    rows.push(cli_row);
+    rows.push(local_row);
+    Ok(rows)
+}
+
+/// Phases of B2 on one side.
+#[derive(Default)]
+struct Cycle {
+    whole: Samples,
+    start: Samples,
+    first: Samples,
+    remove: Samples,
+    own_cpu: f64,
+}
+
+/// B2: create, start, first command, remove; runner on each of `runtimes`
+/// against `docker run --rm` on the same runtime, interleaved.
+pub async fn b2(plan: &Plan, runtimes: &[Option<String>]) -> Result<Vec<Row>, String> {
+    let mut runner: Vec<Cycle> = runtimes.iter().map(|_| Cycle::default()).collect();
+    let mut cli: Vec<Samples> = runtimes.iter().map(|_| Samples::default()).collect();
+    for round in 0..plan.warmup + plan.b2_rounds {
+        let keep = round >= plan.warmup;
+        for (i, rt) in runtimes.iter().enumerate() {
+            let (cpu0, t0) = (self_cpu_ms(), Instant::now());
+            let mut cfg = config(plan, &format!("bench-b2-{round}-{i}"));
+            cfg.runtime = rt.clone();
+            let ex = DockerExecutor::start(cfg)
+                .await
+                .map_err(|e| format!("starting the docker executor on {rt:?}: {e}"))?;
+            let t1 = Instant::now();
+            let out = run(&ex, "true", Duration::from_secs(30)).await;
+            let t2 = Instant::now();
+            let shut = ex.shutdown().await;
+            let t3 = Instant::now();
+            let cpu = self_cpu_ms() - cpu0;
+            out?;
+            shut.map_err(|e| format!("removing the sandbox: {e}"))?;
+            let mut args = vec!["run", "--rm", "--network", "none", "--label", BENCH_LABEL];
+            if let Some(r) = rt {
+                args.extend(["--runtime", r.as_str()]);
+            }
+            args.extend([plan.image.as_str(), "true"]);
+            let c = run_child(Command::new("docker").args(&args), false)?;
+            ok(&c, "docker run --rm")?;
+            if keep {
+                let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+                let side = &mut runner[i];
+                side.whole.push(ms(t0, t3));
+                side.start.push(ms(t0, t1));
+                side.first.push(ms(t1, t2));
+                side.remove.push(ms(t2, t3));
+                side.own_cpu += cpu;
+                cli[i].push(c.wall_ms);
+            }
+        }
+    }
+    let n = plan.b2_rounds.max(1) as f64;
+    let mut rows = Vec::new();
+    for ((rt, side), cli) in runtimes.iter().zip(&runner).zip(&cli) {
+        let cli_side = match rt {
+            None => "docker run --rm --network none IMG true".to_string(),
+            Some(r) => format!("docker run --rm --network none --runtime {r} IMG true"),
+        };
+        let cli_row = Row::new("B2", cli_side, "ms", cli);
+        let row = Row::new("B2", runner_side(rt.as_deref()), "ms", &side.whole).versus(&cli_row);
+        let note = format!(
+            "phases (median): start {:.0} ms, first command {:.0} ms, remove {:.0} ms; runner CPU {:.1} ms/cycle ({:.0} % of its time)",
+            side.start.median(),
+            side.first.median(),
+            side.remove.median(),
+            side.own_cpu / n,
+            100.0 * side.own_cpu / n / side.whole.median()
+        );
+        let met = row.ratio.is_some_and(|r| r <= 0.7);
+        let row = if rt.is_none() {
+            row.target("<= 0.7x", met)
+        } else {
+            row
+        };
+        rows.push(row.note(note));
+        rows.push(cli_row);
+    }
+    Ok(rows)
 }
 
 /// B6: `sleep 600` with children, killed at a 1 s timeout.

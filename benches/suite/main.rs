@@ -4,15 +4,24 @@
 //! `make bench-quick` runs a reduced version, only to check that the
 //! benchmark still works, and writes under target/bench-quick/.
 //!
-//! Usage: cargo bench --bench suite -- [--quick] [--only B1,B4,...]
+//! `make bench-peers` (`--peers`) measures runner against the tools users
+//! pick instead (mini-swe-agent, SWE-ReX, Harbor) and runner on runc
+//! against runsc, writing the `peers` part of bench/results.json and its
+//! own section of BENCHMARKS.md.
+//!
+//! Usage: cargo bench --bench suite -- [--quick | --peers] [--only B1,B4,...]
 
 mod exec;
+mod harbor;
+mod hostile;
 mod model;
+mod peers;
 mod process;
 mod report;
 mod stats;
 mod suite;
 mod sys;
+mod versions;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -50,6 +59,12 @@ pub struct Plan {
     pub b6_rounds: usize,
     pub b7_turns: usize,
     pub b7_warmup: usize,
+    /// B3 against Harbor: tasks, Ks and rounds (peers mode).
+    pub b3h_tasks: usize,
+    pub b3h_jobs: Vec<usize>,
+    pub b3h_rounds: usize,
+    /// B3 on each runtime (peers mode): the trivial tasks.
+    pub b3rt_tasks: usize,
 }
 
 impl Plan {
@@ -73,18 +88,24 @@ impl Plan {
             b6_rounds: pick(10, 2),
             b7_turns: pick(200, 20),
             b7_warmup: pick(10, 2),
+            b3h_tasks: 8,
+            b3h_jobs: vec![1, 4],
+            b3h_rounds: 2,
+            b3rt_tasks: 16,
         }
     }
 }
 
 struct Args {
     quick: bool,
+    peers: bool,
     only: Option<Vec<String>>,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         quick: false,
+        peers: false,
         only: None,
     };
     let mut it = std::env::args().skip(1);
@@ -93,16 +114,20 @@ fn parse_args() -> Result<Args, String> {
             // cargo bench passes --bench to harness-less targets.
             "--bench" | "--full" => {}
             "--quick" => args.quick = true,
+            "--peers" => args.peers = true,
             "--only" => {
                 let list = it.next().ok_or("--only needs a list like B1,B4")?;
                 args.only = Some(list.split(',').map(|s| s.trim().to_uppercase()).collect());
             }
             other => {
                 return Err(format!(
-                    "unknown argument '{other}' (expected --quick, --full, --only B1,B2)"
+                    "unknown argument '{other}' (expected --quick, --full, --peers, --only B1,B2)"
                 ));
             }
         }
+    }
+    if args.quick && args.peers {
+        return Err("--quick and --peers do not go together".into());
     }
     Ok(args)
 }
@@ -110,6 +135,8 @@ fn parse_args() -> Result<Args, String> {
 /// What `make bench` runs, spelled out in the results.
 const FULL_COMMAND: &str =
     "`make bench` (= `cargo build --release --bin runner && cargo bench --bench suite -- --full`)";
+/// What `make bench-peers` runs after its one-time installs.
+const PEERS_COMMAND: &str = "`make bench-peers` (= `bash bench/peers/install.sh && make harbor && cargo build --release --bin runner && cargo bench --bench suite -- --peers`)";
 
 /// Where a run's results go, and the command that reproduces it.
 struct Outputs {
@@ -119,22 +146,34 @@ struct Outputs {
     markdown: PathBuf,
 }
 
+/// The mode of a run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Quick,
+    Full,
+    Peers,
+}
+
 impl Outputs {
     /// Only a full run of every benchmark writes bench/ and BENCHMARKS.md;
     /// quick and partial runs write under target/, updating a copy of
     /// BENCHMARKS.md so that code path is still exercised.
-    fn new(root: &Path, quick: bool, only: Option<&[String]>) -> Outputs {
-        let mode = if quick { "quick" } else { "full" };
-        let command = match (quick, only) {
-            (false, None) => {
+    fn new(root: &Path, mode: Mode, only: Option<&[String]>) -> Outputs {
+        let (mode, whole) = match mode {
+            Mode::Quick => ("quick", None),
+            Mode::Full => ("full", Some(FULL_COMMAND)),
+            Mode::Peers => ("peers", Some(PEERS_COMMAND)),
+        };
+        let command = match (whole, only) {
+            (Some(command), None) => {
                 return Outputs {
                     mode,
-                    command: FULL_COMMAND.into(),
+                    command: command.into(),
                     dir: root.join("bench"),
                     markdown: root.join("BENCHMARKS.md"),
                 };
             }
-            (true, None) => "`make bench-quick`".to_string(),
+            (None, None) => "`make bench-quick`".to_string(),
             (_, Some(ids)) => format!(
                 "`cargo bench --bench suite -- --{mode} --only {}`",
                 ids.join(",")
@@ -206,10 +245,16 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
+    let mode = match (args.quick, args.peers) {
+        (true, _) => Mode::Quick,
+        (false, true) => Mode::Peers,
+        (false, false) => Mode::Full,
+    };
     let plan = Plan::new(args.quick, runner_bin);
     let started = Instant::now();
     let mut fp = sys::Fingerprint::take();
-    let (rows, failures) = run_all(&plan, args.only.as_deref());
+    let tools = versions::take(&root);
+    let (rows, failures) = run_all(&plan, &root, mode, args.only.as_deref());
     fp.load_end = sys::load_avg();
     let left = sys::remove_bench_containers();
     let mut failures = failures;
@@ -218,8 +263,14 @@ fn main() -> ExitCode {
             "{left} bench containers were left behind (now removed)"
         ));
     }
-    let out = Outputs::new(&root, plan.quick, args.only.as_deref());
+    let out = Outputs::new(&root, mode, args.only.as_deref());
     let results = report::Results {
+        section: if mode == Mode::Peers {
+            report::Section::Peers
+        } else {
+            report::Section::Suite
+        },
+        tools: &tools,
         mode: out.mode,
         command: &out.command,
         finished_at: chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
@@ -269,19 +320,80 @@ impl Collected {
 
 /// Runs the selected benchmarks in order; a failing one is recorded and
 /// the others still run.
-fn run_all(plan: &Plan, only: Option<&[String]>) -> (Vec<Row>, Vec<String>) {
+fn run_all(
+    plan: &Plan,
+    root: &Path,
+    mode: Mode,
+    only: Option<&[String]>,
+) -> (Vec<Row>, Vec<String>) {
     let mut out = Collected::default();
     sys::remove_bench_containers();
-    if let Err(e) = run_selected(plan, only, &mut out) {
+    if let Err(e) = run_selected(plan, root, mode, only, &mut out) {
         out.failures.push(e);
     }
     out.rows.sort_by_key(|r| r.id);
     (out.rows, out.failures)
 }
 
-fn run_selected(plan: &Plan, only: Option<&[String]>, out: &mut Collected) -> Result<(), String> {
+/// The runtimes runner's rows run on: the engine's default (runc), and in
+/// peers mode gVisor's runsc when the engine has it registered.
+fn runtimes(mode: Mode, out: &mut Collected) -> Vec<Option<String>> {
+    let mut v = vec![None];
+    if mode != Mode::Peers {
+        return v;
+    }
+    let listed = sys::docker_out(&["info", "--format", "{{json .Runtimes}}"]).unwrap_or_default();
+    if listed.contains("\"runsc\"") {
+        v.push(Some("runsc".to_string()));
+    } else {
+        for id in ["B1", "B2", "B3"] {
+            out.rows.push(Row::unavailable(
+                id,
+                "runner docker executor on runsc",
+                "runsc is not registered with the engine (.ci/run registers it: see README, gVisor)",
+            ));
+        }
+    }
+    v
+}
+
+/// The peers' drivers for B1, each with its environment up; a tool that
+/// cannot start gets a row saying why.
+fn start_peers(
+    plan: &Plan,
+    install: Result<&peers::Install, &String>,
+    out: &mut Collected,
+) -> Vec<peers::Peer> {
+    let mut started = Vec::new();
+    for tool in peers::Tool::ALL {
+        let why = match install {
+            Ok(install) => match peers::Peer::start(install, tool, &plan.image) {
+                Ok(p) => {
+                    started.push(p);
+                    continue;
+                }
+                Err(e) => e,
+            },
+            Err(e) => e.clone(),
+        };
+        out.rows.push(Row::unavailable("B1", tool.label(""), why));
+    }
+    started
+}
+
+fn run_selected(
+    plan: &Plan,
+    root: &Path,
+    mode: Mode,
+    only: Option<&[String]>,
+    out: &mut Collected,
+) -> Result<(), String> {
     let wanted = |id: &str| {
-        let yes = only.is_none_or(|o| o.iter().any(|x| x == id));
+        let in_mode = match mode {
+            Mode::Peers => matches!(id, "B1" | "B2" | "B3" | "B8"),
+            Mode::Quick | Mode::Full => true,
+        };
+        let yes = in_mode && only.is_none_or(|o| o.iter().any(|x| x == id));
         if yes {
             eprintln!("{id}: running");
         }
@@ -291,6 +403,8 @@ fn run_selected(plan: &Plan, only: Option<&[String]>, out: &mut Collected) -> Re
         .prefix("runner-bench-")
         .tempdir()
         .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+    let install = peers::Install::find(root);
+    let runtimes = runtimes(mode, out);
     if wanted("B7") {
         out.record("B7", model::b7(plan));
     }
@@ -299,10 +413,22 @@ fn run_selected(plan: &Plan, only: Option<&[String]>, out: &mut Collected) -> Re
     let peer =
         exec::peer_container(plan).map_err(|e| format!("cannot start the peer container: {e}"))?;
     if wanted("B1") {
-        out.record("B1", rt.block_on(exec::b1(plan, &peer)));
+        let mut started = start_peers(plan, install.as_ref(), out);
+        out.record(
+            "B1",
+            rt.block_on(exec::b1(plan, &peer, &runtimes, &mut started)),
+        );
+        for p in started {
+            let id = p.container.clone();
+            if let Err(e) = p.close() {
+                out.failures.push(format!("B1: closing a peer: {e}"));
+            }
+            // A tool that leaves its container is B8's finding, not a leak of the bench's.
+            let _ = sys::docker_out(&["rm", "-f", &id]);
+        }
     }
     if wanted("B2") {
-        out.record("B2", rt.block_on(exec::b2(plan)));
+        out.record("B2", rt.block_on(exec::b2(plan, &runtimes)));
     }
     if wanted("B4") {
         out.record("B4", process::b4(plan, tmp.path()));
@@ -315,8 +441,19 @@ fn run_selected(plan: &Plan, only: Option<&[String]>, out: &mut Collected) -> Re
     }
     sys::docker_out(&["rm", "-f", &peer])
         .map_err(|e| format!("removing the peer container: {e}"))?;
+    if wanted("B8") {
+        out.record("B8", rt.block_on(hostile::b8_runner(plan, tmp.path())));
+        out.rows.extend(hostile::b8_peers(plan, install.as_ref()));
+    }
     if wanted("B3") {
-        out.record("B3", suite::b3(plan, tmp.path()));
+        if mode == Mode::Peers {
+            out.rows.extend(harbor::b3_harbor(plan, root, tmp.path()));
+            if runtimes.len() > 1 {
+                out.record("B3", suite::b3_runtimes(plan, tmp.path(), &runtimes));
+            }
+        } else {
+            out.record("B3", suite::b3(plan, tmp.path()));
+        }
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use crate::stats::{Row, Samples};
 use crate::sys::{ChildRun, run_child};
 
 /// A script of `steps` turns, each one `bash` call of `command`.
-fn script(dir: &Path, name: &str, steps: usize, command: &str) -> Result<String, String> {
+pub fn script(dir: &Path, name: &str, steps: usize, command: &str) -> Result<String, String> {
     let turn = json!({"tool_calls": [{"name": "bash", "input": {"command": command}}]});
     let body = json!({ "turns": vec![turn; steps] });
     let path = dir.join(name);

@@ -285,3 +285,59 @@ fn shards(plan: &Plan, dir: &Path, tmp: &Path) -> Result<Vec<Row>, String> {
     ));
     Ok(vec![sharded, single])
 }
+
+/// runner eval of the bench's trivial tasks on each runtime (runc, the
+/// engine's default, and gVisor's runsc), interleaved, at each K of
+/// `plan.b3h_jobs`: what the stronger boundary costs a suite.
+pub fn b3_runtimes(
+    plan: &Plan,
+    tmp: &Path,
+    runtimes: &[Option<String>],
+) -> Result<Vec<Row>, String> {
+    let n = plan.b3rt_tasks;
+    let dir = tmp.join("b3rt-tasks");
+    make_tasks(&dir, n, &plan.image)?;
+    let mut rows = Vec::new();
+    for &k in &plan.b3h_jobs {
+        let mut samples: Vec<Samples> = runtimes.iter().map(|_| Samples::default()).collect();
+        let mut cpu: Vec<f64> = runtimes.iter().map(|_| 0.0).collect();
+        for round in 0..plan.b3_rounds {
+            for (i, rt) in runtimes.iter().enumerate() {
+                let out = tmp.join(format!("b3rt-{k}-{round}-{i}"));
+                let mut extra = Vec::new();
+                if let Some(r) = rt {
+                    extra.extend(["--runtime", r.as_str()]);
+                }
+                let r = run_child(&mut eval_cmd(plan, &dir, tmp, k, &out, &extra), false)?;
+                if !r.status.success() {
+                    return Err(format!(
+                        "runner eval --jobs {k} on {} exited {}",
+                        rt.as_deref().unwrap_or("runc"),
+                        r.status
+                    ));
+                }
+                samples[i].push(throughput(n, r.wall_ms));
+                cpu[i] += r.cpu_ms / r.wall_ms;
+            }
+        }
+        let base = Row::new("B3", "", "tasks/s", &samples[0]);
+        for (i, rt) in runtimes.iter().enumerate() {
+            let side = match rt {
+                None => format!("K={k}: runner eval --jobs {k} on runc ({n} trivial tasks)"),
+                Some(r) => {
+                    format!("K={k}: runner eval --jobs {k} --runtime {r} ({n} trivial tasks)")
+                }
+            };
+            let mut row = Row::new("B3", side, "tasks/s", &samples[i]).note(format!(
+                "runner's own CPU {:.0} % of its time",
+                100.0 * cpu[i] / plan.b3_rounds.max(1) as f64
+            ));
+            if i > 0 {
+                row = row.versus(&base);
+                row.note += "; ratio: this runtime / runc";
+            }
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
