@@ -251,6 +251,9 @@ fn main() -> ExitCode {
         (false, false) => Mode::Full,
     };
     let plan = Plan::new(args.quick, runner_bin);
+    if mode != Mode::Quick {
+        settle();
+    }
     let started = Instant::now();
     let mut fp = sys::Fingerprint::take();
     let tools = versions::take(&root);
@@ -296,6 +299,32 @@ fn main() -> ExitCode {
             eprintln!("error: {f}");
         }
         ExitCode::from(1)
+    }
+}
+
+/// Above this 1-minute load per CPU a measured run waits before it starts
+/// (the builds just before it load the machine for a while).
+const SETTLED_LOAD_PER_CPU: f64 = 0.35;
+/// The longest it waits; the run is then flagged as busy in the results.
+const SETTLE_MAX: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Waits, up to [`SETTLE_MAX`], for the load left by what ran before (the
+/// release build of `make bench`) to decay.
+fn settle() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let t0 = Instant::now();
+    let mut said = false;
+    while sys::load_avg() / cpus > SETTLED_LOAD_PER_CPU && t0.elapsed() < SETTLE_MAX {
+        if !said {
+            eprintln!(
+                "waiting up to {} s for the load ({:.2}) to settle below {:.2}",
+                SETTLE_MAX.as_secs(),
+                sys::load_avg(),
+                SETTLED_LOAD_PER_CPU * cpus
+            );
+            said = true;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(5));
     }
 }
 
