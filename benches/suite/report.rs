@@ -58,7 +58,8 @@ impl Results<'_> {
     pub fn busy(&self) -> bool {
         let fp = self.fingerprint;
         let cpus = fp.cpus.max(1) as f64;
-        fp.load_start.max(fp.load_end) / cpus > BUSY_LOAD_PER_CPU
+        // The load at the end is mostly the run's own (B3 ends it).
+        fp.load_start / cpus > BUSY_LOAD_PER_CPU
     }
 
     /// Writes this run's part of `path`, keeping the other part: a
@@ -108,7 +109,7 @@ impl Results<'_> {
         );
         s += &format!(
             "Machine: {} CPUs ({}), {} MiB RAM, kernel {}; Docker engine {} (API {}), containerd {}, \
-             runc {} (default runtime `{}`), cgroup v{}. Load average {:.2} at start, {:.2} at end.\n\n",
+             runc {} (default runtime `{}`), cgroup v{}. Load average {:.2} at start, {:.2} at end (mostly the run's own: B3 comes last).\n\n",
             fp.cpus,
             fp.cpu_model,
             fp.memory_mib,
@@ -125,7 +126,7 @@ impl Results<'_> {
         let tools: Vec<String> = self.tools.iter().map(|(k, v)| format!("{k} {v}")).collect();
         s += &format!("Versions: {}.\n\n", tools.join("; "));
         if self.busy() {
-            s += "**The machine was busy during this run (load above half the CPUs): the figures \
+            s += "**The machine was busy when this run started (load above half the CPUs): the figures \
                   are noisy; re-run `make bench` on an idle machine before judging speed.**\n\n";
         }
         s += "| id | side | median | p95 | n | runner/peer | target | met | notes |\n";
