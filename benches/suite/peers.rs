@@ -43,8 +43,15 @@ impl Tool {
         }
     }
 
-    /// The row label, with the package's version.
+    /// The row label, with the package's version (none: not installed).
     pub fn label(self, version: &str) -> String {
+        if version.is_empty() {
+            return match self {
+                Tool::Mini => "mini-swe-agent DockerEnvironment.execute".into(),
+                Tool::SwerexExec => "SWE-ReX execute (server in the container)".into(),
+                Tool::SwerexSession => "SWE-ReX run_in_session".into(),
+            };
+        }
         match self {
             Tool::Mini => format!("mini-swe-agent {version} DockerEnvironment.execute"),
             Tool::SwerexExec => format!("SWE-ReX {version} execute (server in the container)"),
