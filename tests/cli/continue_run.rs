@@ -689,3 +689,36 @@ fn a_directory_that_is_no_run_is_refused() {
     }
     assert!(!empty.join("trajectory.jsonl").exists());
 }
+
+#[test]
+fn a_workspace_holding_the_run_directory_or_a_shared_root_is_refused() {
+    let _s = shared();
+    let d = Dir::new();
+    workspace(&d);
+    let run_dir = scripted_run(&d, &["--workspace", WS]);
+    let traj = run_dir.join("trajectory.jsonl");
+    let before = read_jsonl(&traj).len();
+    // `d` holds `runs/<id>`: a sandbox on it could rewrite the record it
+    // is continued from, or plant links where runner writes.
+    assert!(run_dir.starts_with(d.path()), "{}", run_dir.display());
+    for ws in [d.path().to_path_buf(), PathBuf::from("/")] {
+        let r = run(d
+            .runner()
+            .arg("continue")
+            .arg(&run_dir)
+            .arg("--workspace")
+            .arg(&ws));
+        r.expect_code(2);
+        assert!(
+            r.stderr().contains("error: refusing the workspace: "),
+            "{}",
+            r.explain()
+        );
+        assert!(r.stderr().contains("hint: "), "{}", r.explain());
+    }
+    assert_eq!(
+        read_jsonl(&traj).len(),
+        before,
+        "a refused continuation wrote to the trajectory"
+    );
+}

@@ -858,3 +858,59 @@ fn assert_allowlist_refused_by_the_runtime() {
     let run_id = run_id_of(&r.events());
     assert!(containers_of_run(&run_id).is_empty(), "{}", r.explain());
 }
+
+#[test]
+fn a_continuation_runs_in_a_fresh_sandbox_on_the_same_workspace() {
+    let _s = serial();
+    require_images(&[crate::support::docker::TINY]);
+    let d = Dir::new();
+    let ws = d.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let first = script(
+        &d,
+        json!([{"tool_calls": [{"name": "bash", "input": {"command": "echo one > one.txt; hostname > host-1"}}]},
+               {"text": "done"}]),
+    );
+    let r = run(docker_runner(&d, &first)
+        .arg("--workspace")
+        .arg(&ws)
+        .arg("write one.txt"));
+    r.expect_code(0);
+    let run_id = run_id_of(&r.events());
+    let next = d.write(
+        "script-2.json",
+        &json!([{"tool_calls": [{"name": "bash", "input": {"command": "cat one.txt; echo two > two.txt; hostname > host-2"}}]},
+                {"text": "done again"}])
+        .to_string(),
+    );
+    let r = run(d
+        .runner()
+        .arg("continue")
+        .arg(d.run_dir())
+        .arg("and two.txt")
+        .arg("--script")
+        .arg(&next)
+        .arg("--json"));
+    r.expect_code(0);
+    let events = r.events();
+    let results = tool_results(&events);
+    assert!(
+        output_of(results[0]).starts_with("one\n"),
+        "the continuation did not see the run's file: {}",
+        r.explain()
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("two.txt")).unwrap(),
+        "two\n"
+    );
+    let host = |n: &str| std::fs::read_to_string(ws.join(n)).unwrap();
+    assert_ne!(
+        host("host-1"),
+        host("host-2"),
+        "the same sandbox was reused"
+    );
+    assert!(
+        containers_of_run(&run_id).is_empty(),
+        "the continuation left a container of run {run_id}"
+    );
+}
