@@ -16,6 +16,7 @@ mod backends;
 mod concurrency;
 mod diagnosis;
 mod fidelity;
+mod flagged;
 mod gaming;
 mod junit;
 mod modes;
