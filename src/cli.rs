@@ -139,7 +139,7 @@ pub struct ViewArgs {
 #[command(
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
-    after_help = "Exit codes: 0 pass rate >= --min-pass-rate, 1 below it, 2 an infrastructure error (with --fail-on-error, the default) or a usage error, 130 interrupted."
+    after_help = "Exit codes: 0 pass rate >= --min-pass-rate, 1 below it or a flagged pass (without --accept-flagged), 2 an infrastructure error (with --fail-on-error, the default) or a usage error, 130 interrupted."
 )]
 pub struct EvalArgs {
     /// `runner eval merge`; none: run the suite at PATH.
@@ -253,6 +253,10 @@ pub struct EvalArgs {
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
 
+    /// Grade each flagged pass (a pass whose tamper signals are evidence against the verifier) again in a fresh sandbox of the pristine image with only the workspace, as `--grading isolated` does; both verdicts are reported and the regrade's decides the exit code.
+    #[arg(long)]
+    pub regrade_flagged: bool,
+
     #[command(flatten)]
     pub reports: ReportArgs,
 }
@@ -279,6 +283,10 @@ pub struct ReportArgs {
     /// Exit 2 when any infrastructure error happened (`--fail-on-error=false` to only count passes).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     pub fail_on_error: bool,
+
+    /// Count flagged passes (passes whose tamper signals are evidence against the verifier itself) as passes for the exit code; without it any flagged pass no regrade judged exits 1. They are marked in every report either way.
+    #[arg(long)]
+    pub accept_flagged: bool,
 }
 
 /// What `runner eval` does besides running a suite.
@@ -291,7 +299,7 @@ pub enum EvalAction {
 /// Flags of `runner eval merge`.
 #[derive(Debug, Clone, Args)]
 #[command(
-    after_help = "Exit codes: as runner eval: 0 pass rate >= --min-pass-rate, 1 below it, 2 an infrastructure error (with --fail-on-error) or directories that cannot be merged, 130 a shard was stopped before all its attempts ended."
+    after_help = "Exit codes: as runner eval: 0 pass rate >= --min-pass-rate, 1 below it or a flagged pass (without --accept-flagged), 2 an infrastructure error (with --fail-on-error) or directories that cannot be merged, 130 a shard was stopped before all its attempts ended."
 )]
 pub struct MergeArgs {
     /// The shards' output directories (each holds suite.json), or one whole-suite directory.
@@ -316,6 +324,7 @@ impl MergeArgs {
             summary: self.reports.summary.clone(),
             min_pass_rate: self.reports.min_pass_rate,
             fail_on_error: self.reports.fail_on_error,
+            accept_flagged: self.reports.accept_flagged,
             allow_missing: self.allow_missing,
         }
     }
@@ -691,6 +700,8 @@ impl EvalArgs {
             html: self.html.clone(),
             min_pass_rate: self.reports.min_pass_rate,
             fail_on_error: self.reports.fail_on_error,
+            accept_flagged: self.reports.accept_flagged,
+            regrade_flagged: self.regrade_flagged,
         }
     }
 }

@@ -85,6 +85,8 @@ pub struct AttemptCtx {
     pub egress_network: Option<String>,
     /// `--grading`: overrides every task's own mode.
     pub grading: Option<GradingMode>,
+    /// `--regrade-flagged`: grade each flagged pass again, isolated.
+    pub regrade_flagged: bool,
     /// `--user`: overrides the tasks' `[agent] user` and the images' USER.
     pub user: Option<String>,
     /// `--read-only-rootfs`: the agent's root filesystem stays read-only.
@@ -193,6 +195,9 @@ struct Prepared {
     /// The task's sidecars (docker-compose), when it has any: stopped
     /// after grading (and when dropped).
     services: Option<Arc<dyn Services>>,
+    /// pytest's configuration files in the workdir as seeded, before the
+    /// agent ran.
+    seed_config: super::workdir_config::SeededConfig,
 }
 
 impl Prepared {
@@ -318,12 +323,27 @@ async fn phases(
 
     let verify_start = Instant::now();
     ctx.progress.phase(&task.name, attempt, "verifier");
-    rec.signals = collect_signals(p.executor.as_ref(), &p.agent.home).await;
+    rec.signals = collect_signals(&p, ctx.agent).await;
     let verdict = grade(ctx, &p, &image, run_path, cancel).await;
-    p.stop_services().await;
-    rec.phases.verifier_ms = ms(verify_start);
     let log_path = run_path.join("verifier.log");
     rec.verifier_log = log_path.exists().then_some(log_path);
+    let recorded = record_verdict(rec, verdict);
+    rec.flagged = super::flagged::is_flagged(rec);
+    if recorded.is_ok() && rec.flagged && ctx.regrade_flagged && !cancel.is_cancelled() {
+        ctx.progress.phase(&task.name, attempt, "regrade");
+        rec.regrade = Some(regrade(ctx, &p, &image, run_path, cancel).await);
+    }
+    // After the regrade: an isolated verifier joins the task's sidecars.
+    p.stop_services().await;
+    rec.phases.verifier_ms = ms(verify_start);
+    recorded
+}
+
+/// Fills in `rec` from how grading ended.
+fn record_verdict(
+    rec: &mut Attempt,
+    verdict: Result<Verdict, PhaseError>,
+) -> Result<(), PhaseError> {
     let verdict = match verdict {
         Ok(v) => v,
         Err(PhaseError::Verify(GradeError::Interrupted)) => {
@@ -369,16 +389,85 @@ async fn phases(
     Ok(())
 }
 
+/// Where a flagged pass's regrade keeps its verifier.log and reward file.
+const REGRADE_DIR: &str = "regrade";
+
+/// Grades a flagged pass again as `isolated` grading does: a fresh sandbox
+/// of the pristine image with only the workspace (as the shared verifier
+/// left it), in a run directory of its own inside the attempt's. Never
+/// fails: an error is the regrade's verdict.
+async fn regrade(
+    ctx: &AttemptCtx,
+    p: &Prepared,
+    image: &str,
+    run_path: &Path,
+    cancel: &CancellationToken,
+) -> super::outcome::Regrade {
+    let dir = run_path.join(REGRADE_DIR);
+    let mut out = super::outcome::Regrade {
+        grading: GradingMode::Isolated,
+        status: Status::Error,
+        error_kind: Some(ErrorKind::Infrastructure),
+        reward: None,
+        metrics: Default::default(),
+        reason: None,
+        run_dir: dir.clone(),
+    };
+    let budget = ctx.disk_bytes.unwrap_or(u64::MAX);
+    let run_dir = match RunDir::create(&dir, ctx.redactor.clone(), budget) {
+        Ok(d) => d,
+        Err(e) => {
+            out.reason = Some(e.to_string());
+            return out;
+        }
+    };
+    let spec = GradeSpec {
+        run_dir: &run_dir,
+        run_id: format!("{}-regrade", p.run_id),
+        ..fresh_spec(ctx, p, image)
+    };
+    let verdict = super::grade::fresh::grade(spec, cancel)
+        .await
+        .map_err(PhaseError::Verify);
+    // The same rules as the attempt's own grading, on a scratch record.
+    let mut rec = Attempt::not_run("", 0, dir, Status::Error, String::new());
+    match record_verdict(&mut rec, verdict) {
+        Ok(()) => {
+            out.status = rec.status;
+            out.error_kind = rec.error_kind;
+            out.reward = rec.reward;
+            out.metrics = rec.metrics;
+            out.reason = rec.failure.or(rec.error);
+        }
+        Err(e) => out.reason = Some(e.to_string()),
+    }
+    out
+}
+
 /// What the agent changed on the verifier's path, and what it left
 /// running, read before grading starts (a backend that cannot tell gives
-/// none).
-async fn collect_signals(executor: &dyn Executor, home: &str) -> Vec<evidence::Signal> {
+/// none). The oracle's /solution is runner's own upload, not a change.
+async fn collect_signals(p: &Prepared, agent: AgentKind) -> Vec<evidence::Signal> {
+    let executor = p.executor.as_ref();
+    let watched = evidence::Watched {
+        home: Some(&p.agent.home),
+        workdir: Some(&p.workdir),
+    };
     let mut signals = Vec::new();
     match executor.changes().await {
-        Ok(changes) => signals.extend(evidence::from_fs_changes(&changes, Some(home))),
+        Ok(mut changes) => {
+            if agent == AgentKind::Oracle {
+                let own = super::oracle::SOLUTION_DIR;
+                changes
+                    .changes
+                    .retain(|c| c.path != own && !c.path.starts_with(&format!("{own}/")));
+            }
+            signals.extend(evidence::from_fs_changes(&changes, watched));
+        }
         Err(ExecError::Unsupported(_)) => {}
         Err(e) => tracing::warn!("cannot list the agent sandbox's changes: {e}"),
     }
+    signals.extend(super::workdir_config::signals(executor, &p.workdir, &p.seed_config).await);
     match executor.processes().await {
         Ok(procs) => {
             let procs: Vec<(u32, u32, String)> = procs
@@ -628,6 +717,7 @@ async fn prepare(
         .workdir
         .clone()
         .unwrap_or_else(|| seeded.workdir.clone());
+    let seed_config = super::workdir_config::seeded(workspace.path());
     // Who the agent is, as Harbor decides: `--user`, else `[agent] user`,
     // else the image's USER (root when it has none); HOME from passwd.
     let resolve = |user: &str| {
@@ -743,6 +833,7 @@ async fn prepare(
         verifier,
         mode,
         services,
+        seed_config,
     })
 }
 

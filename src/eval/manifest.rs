@@ -160,6 +160,7 @@ pub fn verdict_settings(args: &EvalSettings) -> (serde_json::Value, Vec<u8>) {
         "user": args.user,
         "read_only_rootfs": args.read_only_rootfs,
         "grading": args.grading.map(|g| g.as_str()),
+        "regrade_flagged": args.regrade_flagged,
         "disk": args.disk,
         "runtime": args.runtime,
     });

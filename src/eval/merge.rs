@@ -29,6 +29,8 @@ pub struct MergeSettings {
     pub summary: Option<PathBuf>,
     pub min_pass_rate: f64,
     pub fail_on_error: bool,
+    /// `--accept-flagged`: flagged passes count as passes for the exit code.
+    pub accept_flagged: bool,
     /// Report the attempts of shards not given as not run, instead of refusing.
     pub allow_missing: bool,
 }
@@ -130,14 +132,18 @@ fn run_inner(args: &MergeSettings) -> Result<u8, Refused> {
     }
     // As `runner eval`: an interrupted suite exits 130 (here: a shard that
     // was stopped); the shards --allow-missing leaves out do not count.
+    let rules = super::flagged::ExitRules {
+        min_pass_rate: args.min_pass_rate,
+        fail_on_error: args.fail_on_error,
+        accept_flagged: args.accept_flagged,
+    };
+    if let Some(n) = super::flagged::notice(&totals, rules) {
+        eprintln!("{n}");
+    }
     Ok(if stopped > 0 {
         130
-    } else if (totals.errors > 0 || totals.skipped > 0) && args.fail_on_error {
-        2
-    } else if totals.pass_rate + 1e-9 >= args.min_pass_rate {
-        0
     } else {
-        1
+        super::flagged::exit_code(&totals, rules)
     })
 }
 
@@ -161,7 +167,7 @@ fn collect(dir: &Path, m: &SuiteManifest) -> Collected {
                         .and_then(|md| md.modified())
                         .ok();
                     last = last.max(written);
-                    rebase(a, &run_dir)
+                    super::flagged::marked(rebase(a, &run_dir))
                 }
                 Some(a) => interrupted(
                     task,
@@ -224,9 +230,11 @@ fn not_given(m: &SuiteManifest, s: Shard) -> Vec<Attempt> {
 /// shard's record names the run directory on the machine that ran it.
 fn rebase(mut a: Attempt, run_dir: &Path) -> Attempt {
     let old = std::mem::replace(&mut a.run_dir, run_dir.to_path_buf());
+    let regrade_dir = a.regrade.as_mut().map(|r| &mut r.run_dir);
     for p in [&mut a.trajectory, &mut a.verifier_log]
         .into_iter()
         .flatten()
+        .chain(regrade_dir)
     {
         if let Ok(rel) = p.strip_prefix(&old) {
             *p = run_dir.join(rel);
@@ -320,6 +328,7 @@ mod tests {
             summary: Some(out.join("merged.md")),
             min_pass_rate: 1.0,
             fail_on_error: true,
+            accept_flagged: false,
             allow_missing: false,
         }
     }

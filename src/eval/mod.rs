@@ -8,6 +8,7 @@
 pub mod attempt;
 pub mod compose;
 pub mod evidence;
+pub mod flagged;
 pub mod grade;
 pub mod harbor_job;
 pub mod health;
@@ -24,6 +25,7 @@ pub mod schedule;
 pub mod seed;
 pub mod settings;
 pub mod task;
+pub mod workdir_config;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -271,6 +273,7 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         allow_internet: args.allow_internet,
         egress_network: args.egress_network.clone(),
         grading: args.grading,
+        regrade_flagged: args.regrade_flagged,
         user: args.user.clone(),
         read_only_rootfs: args.read_only_rootfs,
         disk_bytes: probe.sandbox.disk_bytes,
@@ -292,6 +295,14 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
     let (task_sums, totals) = report::summarize(&attempts, args.attempts, elapsed);
     eprint!("{}", redactor.redact(&report::table(&attempts, &totals)));
     eprint!("{}", redactor.redact(&report::failures(&attempts)));
+    let rules = flagged::ExitRules {
+        min_pass_rate: args.min_pass_rate,
+        fail_on_error: args.fail_on_error,
+        accept_flagged: args.accept_flagged,
+    };
+    if let Some(n) = flagged::notice(&totals, rules) {
+        eprintln!("{n}");
+    }
     let meta = serde_json::json!({
         "id": suite_id,
         "agent": args.agent_kind.as_str(),
@@ -301,6 +312,8 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         "jobs": args.jobs,
         "attempts_per_task": args.attempts,
         "min_pass_rate": args.min_pass_rate,
+        "accept_flagged": args.accept_flagged,
+        "regrade_flagged": args.regrade_flagged,
         "allow_internet": args.allow_internet,
         "egress_network": args.egress_network,
         "grading": args.grading.map(|g| g.as_str()),
@@ -349,12 +362,8 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
 
     Ok(if cancel.is_cancelled() {
         130
-    } else if (totals.errors > 0 || totals.skipped > 0) && args.fail_on_error {
-        2
-    } else if totals.pass_rate + 1e-9 >= args.min_pass_rate {
-        0
     } else {
-        1
+        flagged::exit_code(&totals, rules)
     })
 }
 

@@ -93,6 +93,15 @@ pub struct Attempt {
     /// What the agent changed on the verifier's path, and what it left
     /// running when grading started: evidence, not a verdict.
     pub signals: Vec<super::evidence::Signal>,
+    /// A pass with a signal against the verifier itself (see
+    /// [`super::flagged`]): the verdict stays, the suite fails unless
+    /// `--accept-flagged`. Derived from `status` and `signals` again
+    /// wherever a record is read back.
+    #[serde(default)]
+    pub flagged: bool,
+    /// The flagged pass graded again in isolation (`--regrade-flagged`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regrade: Option<Regrade>,
     /// Every way the attempt's sandbox was weaker than runner's default
     /// one (the agent's environment as Harbor gives it).
     pub loosenings: Vec<String>,
@@ -121,6 +130,28 @@ pub struct Attempt {
 
 fn one() -> u32 {
     1
+}
+
+/// A second grading of a flagged pass, in a fresh sandbox of the pristine
+/// image with only the workspace (`isolated`): the agent's changes
+/// outside it are gone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Regrade {
+    /// Always `isolated`.
+    pub grading: super::mode::GradingMode,
+    /// `pass`, `fail` or `error`.
+    pub status: Status,
+    /// Whose error (`error` only): the task's counts as not passed, the
+    /// infrastructure's leaves the pass unjudged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<ErrorKind>,
+    pub reward: Option<f64>,
+    pub metrics: std::collections::BTreeMap<String, f64>,
+    /// Why it did not pass, in one line.
+    pub reason: Option<String>,
+    /// Its own directory (verifier.log, the reward file), inside the
+    /// attempt's.
+    pub run_dir: PathBuf,
 }
 
 /// A try of an attempt that was run again.
@@ -172,6 +203,8 @@ impl Attempt {
             grading: None,
             metrics: Default::default(),
             signals: Vec::new(),
+            flagged: false,
+            regrade: None,
             loosenings: Vec::new(),
             network: "none".into(),
             runtime: None,
@@ -189,7 +222,12 @@ impl Attempt {
     /// failure and error messages, which may quote a command's output or a
     /// reward file).
     pub fn redacted(mut self, redactor: &Redactor) -> Attempt {
-        for text in [&mut self.failure, &mut self.error].into_iter().flatten() {
+        let regrade_reason = self.regrade.as_mut().and_then(|r| r.reason.as_mut());
+        for text in [&mut self.failure, &mut self.error]
+            .into_iter()
+            .flatten()
+            .chain(regrade_reason)
+        {
             *text = redactor.redact(text).into_owned();
         }
         for s in &mut self.signals {

@@ -50,6 +50,19 @@ pub struct Totals {
     /// passed / (passed + failed + task_errors): infrastructure errors and
     /// interrupted attempts are neither passes nor fails.
     pub pass_rate: f64,
+    /// Passes with a signal against the verifier itself (counted in
+    /// `passed`; see [`super::flagged`]).
+    pub flagged: usize,
+    /// Flagged passes graded again in isolation (`--regrade-flagged`).
+    pub regraded: usize,
+    /// Of those, the ones whose regrade passed, and the ones it did not
+    /// pass (a fail, or an error of the task); the rest ended in an
+    /// infrastructure error.
+    pub regrade_passed: usize,
+    pub regrade_failed: usize,
+    /// The pass rate with each regraded flagged pass counted as its
+    /// regrade's verdict; `null` when none was regraded.
+    pub regrade_pass_rate: Option<f64>,
     /// Mean over tasks of (passes / attempts).
     pub pass_at_1: f64,
     /// Fraction of tasks with at least one passing attempt out of k.
@@ -84,6 +97,31 @@ pub fn summarize(attempts: &[Attempt], k: u32, duration: Duration) -> (Vec<TaskS
     let count = |s: Status| attempts.iter().filter(|a| a.status == s).count();
     let (passed, failed) = (count(Status::Pass), count(Status::Fail));
     let counted = attempts.iter().filter(|a| a.counted()).count();
+    let flagged: Vec<&Attempt> = attempts
+        .iter()
+        .filter(|a| super::flagged::is_flagged(a))
+        .collect();
+    let regrade_is = |ok: bool| {
+        flagged
+            .iter()
+            .filter_map(|a| a.regrade.as_ref())
+            .filter(|r| match r.status {
+                Status::Pass => ok,
+                Status::Fail => !ok,
+                Status::Error => !ok && r.error_kind == Some(super::outcome::ErrorKind::Task),
+                _ => false,
+            })
+            .count()
+    };
+    let regraded = flagged.iter().filter(|a| a.regrade.is_some()).count();
+    let (regrade_passed, regrade_failed) = (regrade_is(true), regrade_is(false));
+    let rate = |passes: usize| {
+        if counted == 0 {
+            0.0
+        } else {
+            passes as f64 / counted as f64
+        }
+    };
     let rewards: Vec<f64> = attempts.iter().filter_map(|a| a.reward).collect();
     let mut usage = Usage::default();
     for a in attempts {
@@ -104,11 +142,12 @@ pub fn summarize(attempts: &[Attempt], k: u32, duration: Duration) -> (Vec<TaskS
             .filter(|t| t.status == Status::Error)
             .count(),
         task_errors: counted - passed - failed,
-        pass_rate: if counted == 0 {
-            0.0
-        } else {
-            passed as f64 / counted as f64
-        },
+        pass_rate: rate(passed),
+        flagged: flagged.len(),
+        regraded,
+        regrade_passed,
+        regrade_failed,
+        regrade_pass_rate: (regraded > 0).then(|| rate(passed - regrade_failed)),
         pass_at_1: tasks
             .iter()
             .map(|t| t.passes as f64 / t.attempts.max(1) as f64)
@@ -206,6 +245,16 @@ pub fn junit(attempts: &[Attempt], duration: Duration) -> Result<String, String>
                 t.error.as_deref().unwrap_or("-")
             );
         }
+        if super::flagged::is_flagged(a) {
+            let _ = writeln!(
+                out,
+                "flagged: evidence against the verifier ({}); the suite fails unless --accept-flagged",
+                super::flagged::kinds(a).join(", ")
+            );
+        }
+        if let Some(r) = &a.regrade {
+            let _ = writeln!(out, "regrade: {}", regrade_line(r));
+        }
         for sig in &a.signals {
             let _ = writeln!(out, "signal: {}: {}", sig.kind, sig.detail);
         }
@@ -238,6 +287,25 @@ fn fmt_grading(a: &Attempt) -> &'static str {
     a.grading.map_or("-", |g| g.as_str())
 }
 
+/// A regrade in one line: `isolated fail (reward 0.00): why`.
+fn regrade_line(r: &super::outcome::Regrade) -> String {
+    let reward = r.reward.map_or("-".into(), |v| format!("{v:.2}"));
+    let mut s = format!("{} {} (reward {reward})", r.grading, r.status.as_str());
+    if let Some(why) = &r.reason {
+        let _ = write!(s, ": {}", one_line(why, 120));
+    }
+    s
+}
+
+/// The status as the table and the summary show it.
+fn fmt_status(a: &Attempt) -> &'static str {
+    if super::flagged::is_flagged(a) {
+        "pass-flagged"
+    } else {
+        a.status.as_str()
+    }
+}
+
 fn fmt_secs(ms: u64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
 }
@@ -258,7 +326,7 @@ pub fn table(attempts: &[Attempt], totals: &Totals) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<name_w$}  {:>6}  {:<11}  {:<8}  {:>5}  {:>8}  {:>8}  outcome",
+        "{:<name_w$}  {:>6}  {:<12}  {:<8}  {:>5}  {:>8}  {:>8}  outcome",
         "task", "reward", "status", "grading", "steps", "duration", "cost"
     );
     for (a, name) in attempts.iter().zip(&names) {
@@ -271,11 +339,14 @@ pub fn table(attempts: &[Attempt], totals: &Totals) -> String {
         if !a.signals.is_empty() {
             let _ = write!(outcome, " [{} tamper signals]", a.signals.len());
         }
+        if let Some(r) = &a.regrade {
+            let _ = write!(outcome, " [regrade {}]", regrade_line(r));
+        }
         let _ = writeln!(
             s,
-            "{name:<name_w$}  {:>6}  {:<11}  {:<8}  {:>5}  {:>8}  {:>8}  {}",
+            "{name:<name_w$}  {:>6}  {:<12}  {:<8}  {:>5}  {:>8}  {:>8}  {}",
             fmt_reward(a),
-            a.status.as_str(),
+            fmt_status(a),
             fmt_grading(a),
             a.steps,
             fmt_secs(a.phases.total_ms),
@@ -303,14 +374,30 @@ fn totals_line(t: &Totals) -> String {
         crate::plural::count_of(t.errors, "error", "errors")
     };
     let mut more = String::new();
+    let flagged = if t.flagged > 0 {
+        format!(" ({} flagged)", t.flagged)
+    } else {
+        String::new()
+    };
     if t.skipped > 0 {
         let _ = write!(more, ", {} skipped (budget)", t.skipped);
     }
     if t.retries > 0 {
         let _ = write!(more, ", {} retried", t.retries);
     }
+    if t.regraded > 0 {
+        let _ = write!(
+            more,
+            "; isolated regrade: {} passed, {} failed",
+            t.regrade_passed, t.regrade_failed
+        );
+        let errors = t.regraded - t.regrade_passed - t.regrade_failed;
+        if errors > 0 {
+            let _ = write!(more, ", {errors} errors");
+        }
+    }
     format!(
-        "{} passed, {} failed, {errors}, {} interrupted{more} of {} ({}); pass rate {:.1}%, pass@1 {:.2}{at_k}, mean reward {}, cost ${:.4}, {}",
+        "{} passed{flagged}, {} failed, {errors}, {} interrupted{more} of {} ({}); pass rate {:.1}%, pass@1 {:.2}{at_k}, mean reward {}, cost ${:.4}, {}",
         t.passed,
         t.failed,
         t.interrupted,
@@ -337,7 +424,8 @@ fn one_line(s: &str, max: usize) -> String {
 /// too: the file is often read with `cat` in a terminal.
 pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
     let mut s = String::new();
-    let icon = |st: Status| match st {
+    let icon = |a: &Attempt| match a.status {
+        Status::Pass if super::flagged::is_flagged(a) => "🚩 pass (flagged)",
         Status::Pass => "✅ pass",
         Status::Fail => "❌ fail",
         Status::Error => "⚠️ error",
@@ -362,7 +450,7 @@ pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | ${:.4} | {} |",
             visible(&a.task.replace('|', "\\|")),
             a.attempt,
-            icon(a.status),
+            icon(a),
             fmt_reward(a),
             visible(&fmt_metrics(a).replace('|', "\\|")),
             fmt_grading(a),
@@ -373,6 +461,7 @@ pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
             visible(&detail.replace('|', "\\|"))
         );
     }
+    flagged_section(&mut s, attempts);
     let flagged: Vec<&Attempt> = attempts.iter().filter(|a| !a.signals.is_empty()).collect();
     if !flagged.is_empty() {
         let _ = writeln!(
@@ -387,6 +476,34 @@ pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
         }
     }
     s
+}
+
+/// The Markdown list of flagged passes, with their regrades.
+fn flagged_section(s: &mut String, attempts: &[Attempt]) {
+    let flagged: Vec<&Attempt> = attempts
+        .iter()
+        .filter(|a| super::flagged::is_flagged(a))
+        .collect();
+    if flagged.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n### Flagged passes\n\nPasses whose tamper signals are evidence against the verifier itself: Harbor's verdict is kept, and the suite fails unless `--accept-flagged` (or `--regrade-flagged`, whose isolated verdict then decides).\n"
+    );
+    for a in flagged {
+        let regrade = a.regrade.as_ref().map_or("not regraded".to_string(), |r| {
+            format!("regrade: {}", regrade_line(r))
+        });
+        let _ = writeln!(
+            s,
+            "- **{} #{}**: {}; {}",
+            visible(&a.task),
+            a.attempt,
+            super::flagged::kinds(a).join(", "),
+            visible(&regrade)
+        );
+    }
 }
 
 /// After the table: each attempt that did not pass, with its whole reason

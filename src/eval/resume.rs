@@ -118,7 +118,8 @@ pub fn is_final(a: &Attempt) -> bool {
 pub fn prior(run_path: &Path) -> std::io::Result<Prior> {
     let record = manifest::read_attempt(run_path);
     if let Some(a) = record.as_ref().filter(|a| is_final(a)) {
-        return Ok(Prior::Done(Box::new(a.clone())));
+        // Its flag derived again, as for an attempt that just ran.
+        return Ok(Prior::Done(Box::new(super::flagged::marked(a.clone()))));
     }
     let mut earlier = record
         .as_ref()

@@ -90,6 +90,10 @@ pub struct EvalSettings {
     pub html: Option<PathBuf>,
     pub min_pass_rate: f64,
     pub fail_on_error: bool,
+    /// `--accept-flagged`: flagged passes count as passes for the exit code.
+    pub accept_flagged: bool,
+    /// `--regrade-flagged`: grade each flagged pass again, isolated.
+    pub regrade_flagged: bool,
 }
 
 impl EvalSettings {

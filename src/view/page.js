@@ -10,7 +10,7 @@
   var filter = document.getElementById("filter");
   var statusSel = document.getElementById("status");
   var sortKey = "order", sortDir = 1;
-  var rank = { fail: 0, error: 1, interrupted: 2, missing: 3, skipped: 4, pass: 5 };
+  var rank = { fail: 0, error: 1, interrupted: 2, missing: 3, skipped: 4, flagged: 5, pass: 6 };
 
   function cell(tr, text, cls) {
     var td = document.createElement("td");

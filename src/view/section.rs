@@ -132,6 +132,35 @@ fn facts(h: &mut Html, a: &Attempt) {
 }
 
 fn evidence(h: &mut Html, a: &Attempt) {
+    if crate::eval::flagged::is_flagged(a) {
+        h.raw("<h3>Flagged pass</h3>");
+        h.el(
+            "p",
+            "note",
+            &format!(
+                "Its tamper signals are evidence against the verifier itself ({}): Harbor's verdict is kept, and the suite fails unless --accept-flagged.",
+                crate::eval::flagged::kinds(a).join(", ")
+            ),
+        );
+    }
+    if let Some(r) = &a.regrade {
+        let reward = r.reward.map_or("-".into(), |v| format!("{v:.2}"));
+        let why = r
+            .reason
+            .as_deref()
+            .map(|w| format!(": {w}"))
+            .unwrap_or_default();
+        h.el(
+            "p",
+            "note",
+            &format!(
+                "Graded again {}: {} (reward {reward}){why}; verifier log in {}",
+                r.grading,
+                r.status.as_str(),
+                r.run_dir.display()
+            ),
+        );
+    }
     if !a.signals.is_empty() {
         h.raw("<h3>Tamper signals</h3><ul class=\"signals\">");
         for s in &a.signals {

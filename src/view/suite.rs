@@ -26,7 +26,7 @@ struct Row<'a> {
     reason: Option<String>,
 }
 
-/// Where a status sorts: failures first.
+/// Where a status sorts: failures first, flagged passes before passes.
 fn rank(status: &str) -> u8 {
     match status {
         "fail" => 0,
@@ -34,7 +34,17 @@ fn rank(status: &str) -> u8 {
         "interrupted" => 2,
         "missing" => 3,
         "skipped" => 4,
-        _ => 5,
+        "flagged" => 5,
+        _ => 6,
+    }
+}
+
+/// A record's status in the table: `flagged` for a flagged pass.
+fn row_status(r: &Attempt) -> &'static str {
+    if crate::eval::flagged::is_flagged(r) {
+        "flagged"
+    } else {
+        r.status.as_str()
     }
 }
 
@@ -52,7 +62,7 @@ pub fn render(s: &SuiteData, budget: usize) -> (String, String, Html, serde_json
                 anchor,
                 task: &r.task,
                 attempt: r.attempt,
-                status: r.status.as_str(),
+                status: row_status(r),
                 record: Some(r),
                 reason: section::reason(r),
             }),
@@ -137,7 +147,7 @@ pub fn render(s: &SuiteData, budget: usize) -> (String, String, Html, serde_json
     let bad: Vec<&Row> = sorted
         .iter()
         .map(|&i| &rows[i])
-        .filter(|r| r.status != "pass")
+        .filter(|r| r.status != "pass" && r.status != "flagged")
         .collect();
     if bad.is_empty() {
         h.el("p", "note", "None: every attempt passed.");
@@ -170,7 +180,15 @@ pub fn render(s: &SuiteData, budget: usize) -> (String, String, Html, serde_json
     h.raw("<h2>Attempts</h2><div class=\"tools\">");
     h.raw("<input id=\"filter\" type=\"search\" placeholder=\"filter: task, status, reason\">");
     h.raw("<select id=\"status\"><option value=\"\">every status</option>");
-    for st in ["fail", "error", "interrupted", "missing", "skipped", "pass"] {
+    for st in [
+        "fail",
+        "error",
+        "interrupted",
+        "missing",
+        "skipped",
+        "flagged",
+        "pass",
+    ] {
         h.raw("<option>").raw(st).raw("</option>");
     }
     h.raw("</select><span id=\"shown\" class=\"note\"></span>");
@@ -302,6 +320,16 @@ fn cards(h: &mut Html, t: &report::Totals, missing: usize, busy_ms: u64) {
         t.errors.to_string(),
         if t.errors > 0 { "bad" } else { "" },
     );
+    if t.flagged > 0 {
+        card("flagged passes", t.flagged.to_string(), "bad");
+    }
+    if t.regraded > 0 {
+        card(
+            "regrade failed",
+            t.regrade_failed.to_string(),
+            if t.regrade_failed > 0 { "bad" } else { "ok" },
+        );
+    }
     if t.interrupted > 0 {
         card("interrupted", t.interrupted.to_string(), "bad");
     }

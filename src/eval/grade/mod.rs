@@ -314,7 +314,7 @@ async fn read_reward(
 }
 
 /// A read that found no file there (a link is no file to the reader).
-fn is_absent(e: &ExecError) -> bool {
+pub(crate) fn is_absent(e: &ExecError) -> bool {
     match e {
         ExecError::Refused(m) => m.ends_with("no such file"),
         ExecError::Io(io) => io.kind() == std::io::ErrorKind::NotFound,
