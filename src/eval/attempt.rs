@@ -331,7 +331,8 @@ async fn phases(
     rec.flagged = super::flagged::is_flagged(rec);
     if recorded.is_ok() && rec.flagged && ctx.regrade_flagged && !cancel.is_cancelled() {
         ctx.progress.phase(&task.name, attempt, "regrade");
-        rec.regrade = Some(regrade(ctx, &p, &image, run_path, cancel).await);
+        let agent_outcome = rec.agent_outcome.clone();
+        rec.regrade = Some(regrade(ctx, &p, &image, run_path, &agent_outcome, cancel).await);
     }
     // After the regrade: an isolated verifier joins the task's sidecars.
     p.stop_services().await;
@@ -401,6 +402,7 @@ async fn regrade(
     p: &Prepared,
     image: &str,
     run_path: &Path,
+    agent_outcome: &str,
     cancel: &CancellationToken,
 ) -> super::outcome::Regrade {
     let dir = run_path.join(REGRADE_DIR);
@@ -431,6 +433,7 @@ async fn regrade(
         .map_err(PhaseError::Verify);
     // The same rules as the attempt's own grading, on a scratch record.
     let mut rec = Attempt::not_run("", 0, dir, Status::Error, String::new());
+    rec.agent_outcome = agent_outcome.to_string();
     match record_verdict(&mut rec, verdict) {
         Ok(()) => {
             out.status = rec.status;
@@ -446,7 +449,8 @@ async fn regrade(
 
 /// What the agent changed on the verifier's path, and what it left
 /// running, read before grading starts (a backend that cannot tell gives
-/// none). The oracle's /solution is runner's own upload, not a change.
+/// none). Runner's own mount points and the oracle's /solution are not
+/// the agent's changes.
 async fn collect_signals(p: &Prepared, agent: AgentKind) -> Vec<evidence::Signal> {
     let executor = p.executor.as_ref();
     let watched = evidence::Watched {
@@ -456,12 +460,17 @@ async fn collect_signals(p: &Prepared, agent: AgentKind) -> Vec<evidence::Signal
     let mut signals = Vec::new();
     match executor.changes().await {
         Ok(mut changes) => {
+            let mut own = vec![
+                crate::exec::supervisor::binary::DIR_IN_SANDBOX,
+                crate::exec::docker::CHANNEL_DIR_IN_SANDBOX,
+            ];
             if agent == AgentKind::Oracle {
-                let own = super::oracle::SOLUTION_DIR;
-                changes
-                    .changes
-                    .retain(|c| c.path != own && !c.path.starts_with(&format!("{own}/")));
+                own.push(super::oracle::SOLUTION_DIR);
             }
+            changes.changes.retain(|c| {
+                !own.iter()
+                    .any(|o| c.path == *o || c.path.starts_with(&format!("{o}/")))
+            });
             signals.extend(evidence::from_fs_changes(&changes, watched));
         }
         Err(ExecError::Unsupported(_)) => {}

@@ -385,19 +385,25 @@ fn totals_line(t: &Totals) -> String {
     if t.retries > 0 {
         let _ = write!(more, ", {} retried", t.retries);
     }
+    let mut regrade = String::new();
     if t.regraded > 0 {
         let _ = write!(
-            more,
-            "; isolated regrade: {} passed, {} failed",
+            regrade,
+            " (isolated regrade: {} passed, {} failed",
             t.regrade_passed, t.regrade_failed
         );
         let errors = t.regraded - t.regrade_passed - t.regrade_failed;
         if errors > 0 {
-            let _ = write!(more, ", {errors} errors");
+            let _ = write!(regrade, ", {errors} errors");
         }
+        let _ = write!(
+            regrade,
+            "; pass rate then {:.1}%)",
+            t.regrade_pass_rate.unwrap_or(t.pass_rate) * 100.0
+        );
     }
     format!(
-        "{} passed{flagged}, {} failed, {errors}, {} interrupted{more} of {} ({}); pass rate {:.1}%, pass@1 {:.2}{at_k}, mean reward {}, cost ${:.4}, {}",
+        "{} passed{flagged}, {} failed, {errors}, {} interrupted{more} of {} ({}); pass rate {:.1}%{regrade}, pass@1 {:.2}{at_k}, mean reward {}, cost ${:.4}, {}",
         t.passed,
         t.failed,
         t.interrupted,

@@ -7,6 +7,8 @@
 mod backend;
 mod build;
 mod channel;
+/// Where the supervisor's channel is mounted in a sandbox (runner's own).
+pub use channel::DIR_IN_SANDBOX as CHANNEL_DIR_IN_SANDBOX;
 mod client;
 mod config;
 mod container;
