@@ -388,6 +388,61 @@ mod tests {
     }
 
     #[test]
+    fn flagged_passes_are_counted_through_and_fail_the_merge_unless_accepted() {
+        let root = tempfile::tempdir().unwrap();
+        let whole = Shard { index: 1, count: 1 };
+        let d = shard_dir(
+            root.path(),
+            "s",
+            whole,
+            &[
+                ("a", Status::Pass),
+                ("b", Status::Pass),
+                ("c", Status::Pass),
+                ("d", Status::Pass),
+            ],
+        );
+        // b's record carries evidence against the verifier but says it is
+        // not flagged (forged, or written by an older runner): the merge
+        // derives the flag from the signals.
+        let rec = d.join("b/1").join(ATTEMPT_FILE);
+        let mut b: Attempt = serde_json::from_str(&std::fs::read_to_string(&rec).unwrap()).unwrap();
+        b.grading = Some(crate::eval::mode::GradingMode::Shared);
+        b.signals.push(crate::eval::evidence::Signal {
+            kind: "interpreter".into(),
+            detail: "added /usr/local/bin/python3 (an interpreter tests run through)".into(),
+        });
+        b.flagged = false;
+        std::fs::write(&rec, serde_json::to_string(&b).unwrap()).unwrap();
+        let args = settings(vec![d.clone()], root.path());
+        assert_eq!(run(&args).unwrap(), 1, "a flagged pass fails the merge");
+        let r: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(root.path().join("merged.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (&r["totals"]["passed"], &r["totals"]["flagged"]),
+            (&4.into(), &1.into())
+        );
+        assert_eq!(r["attempts"][1]["flagged"], true);
+        let md = std::fs::read_to_string(root.path().join("merged.md")).unwrap();
+        assert!(
+            md.contains("4 passed (1 flagged)") && md.contains("Flagged passes"),
+            "{md}"
+        );
+        let xml = std::fs::read_to_string(root.path().join("merged.xml")).unwrap();
+        assert!(
+            xml.contains("flagged: evidence against the verifier (interpreter)"),
+            "{xml}"
+        );
+        let accepted = MergeSettings {
+            accept_flagged: true,
+            ..args
+        };
+        assert_eq!(run(&accepted).unwrap(), 0);
+    }
+
+    #[test]
     fn missing_records_are_interrupted_and_missing_shards_not_run() {
         let root = tempfile::tempdir().unwrap();
         let s = |index| Shard { index, count: 2 };

@@ -249,6 +249,14 @@ mod tests {
         manifest::write_attempt(&s).unwrap();
         assert!(matches!(prior(&run).unwrap(), Prior::Run(e) if e.is_empty()));
         assert!(!run.exists());
+        // A flagged pass is kept flagged, its flag derived again.
+        let mut p = Attempt::not_run("t", 1, run.clone(), Status::Pass, String::new());
+        p.signals.push(crate::eval::evidence::Signal {
+            kind: "tests".into(),
+            detail: "modified /tests".into(),
+        });
+        manifest::write_attempt(&p).unwrap();
+        assert!(matches!(prior(&run).unwrap(), Prior::Done(a) if a.flagged));
         // A fail is a verdict.
         let f = Attempt::not_run("t", 1, run.clone(), Status::Fail, String::new());
         manifest::write_attempt(&f).unwrap();

@@ -286,3 +286,48 @@ fn the_page_is_written_atomically_and_secrets_are_redacted() {
     let page = std::fs::read_to_string(&out).unwrap();
     assert!(page.contains("[REDACTED]") && !page.contains("sk-live-0123456789abcdef"));
 }
+
+#[test]
+fn a_flagged_pass_is_marked_in_the_cards_the_table_and_its_section() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let tasks = vec!["plain".to_string(), "tampered".to_string()];
+    let manifest = SuiteManifest {
+        format: MANIFEST_VERSION,
+        id: "eval-f".into(),
+        fingerprint: "f".into(),
+        tasks: tasks.clone(),
+        attempts_per_task: 1,
+        settings: json!({"agent": "model"}),
+        shard: None,
+        shard_tasks: tasks,
+        started_at: chrono::Local::now(),
+    };
+    write_suite(dir, &manifest).unwrap();
+    write_attempt(&attempt(dir, "plain", 1, Status::Pass)).unwrap();
+    let mut t = attempt(dir, "tampered", 1, Status::Pass);
+    t.grading = Some(crate::eval::mode::GradingMode::Shared);
+    t.signals.push(crate::eval::evidence::Signal {
+        kind: "interpreter".into(),
+        detail: "added /usr/local/bin/python3 (an interpreter tests run through)".into(),
+    });
+    write_attempt(&t).unwrap();
+    let page = render(dir).unwrap();
+    for want in [
+        ">1</div><div class=\"k\">flagged passes",
+        "<h3>Flagged pass</h3>",
+        "evidence against the verifier itself (interpreter)",
+    ] {
+        assert!(page.contains(want), "{want} missing");
+    }
+    let start = page.find("id=\"runner-data\">").unwrap() + "id=\"runner-data\">".len();
+    let end = start + page[start..].find("</script>").unwrap();
+    let data: serde_json::Value = serde_json::from_str(&page[start..end]).unwrap();
+    let statuses: Vec<&str> = data["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["flagged", "pass"], "flagged before the passes");
+}
