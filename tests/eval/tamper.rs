@@ -259,6 +259,11 @@ fn graded_shared_every_plant_on_the_verifiers_path_is_a_signal() {
         "zzz.pth",
         "/tests",
         "/logs",
+        // pytest's configuration in the workdir (a mount the engine's
+        // diff does not list).
+        "/workspace/conftest.py",
+        "/workspace/pytest.ini",
+        "/workspace/pyproject.toml",
     ] {
         assert!(
             signals.contains(plant),
@@ -274,4 +279,6 @@ fn graded_shared_every_plant_on_the_verifiers_path_is_a_signal() {
     );
     let xml = std::fs::read_to_string(d.path().join("junit.xml")).expect("junit.xml");
     assert!(xml.contains("signal: "), "{xml}");
+    // Whatever the verdict, a pass would be flagged: the suite is not green.
+    assert_ne!(ran.code(), 0, "{}", ran.explain());
 }
