@@ -67,9 +67,7 @@ pub fn exit_code(t: &Totals, rules: ExitRules) -> u8 {
     let rate = t.regrade_pass_rate.unwrap_or(t.pass_rate);
     if (t.errors > 0 || t.skipped > 0) && rules.fail_on_error {
         2
-    } else if rate + 1e-9 < rules.min_pass_rate {
-        1
-    } else if unjudged(t) > 0 && !rules.accept_flagged {
+    } else if rate + 1e-9 < rules.min_pass_rate || (unjudged(t) > 0 && !rules.accept_flagged) {
         1
     } else {
         0

@@ -48,7 +48,7 @@ async fn a_snapshot_keeps_the_filesystem_and_none_of_the_processes() {
             .any(|c| c.path == "/etc/runner-snapshot-test" && c.kind == ChangeKind::Added),
         "{changes:?}"
     );
-    let signals = runner::eval::evidence::from_changes(&changes, None);
+    let signals = runner::eval::evidence::from_changes(&changes, Default::default());
     assert!(
         signals
             .iter()
