@@ -63,7 +63,8 @@ pub const TEST_CONFIG_NAMES: [&str; 5] = [
 pub const TESTS_DIR: &str = "/tests";
 
 /// Kinds that are evidence against the verifier itself: a pass carrying
-/// one is flagged. `more` and `incomplete` hide what was not listed, so
+/// one is flagged. Signals are listed in this order, then the
+/// informational ones in theirs (the most telling first). `more` and `incomplete` hide what was not listed, so
 /// they count too.
 pub const AGAINST_VERIFIER: [&str; 11] = [
     "preload",
@@ -84,25 +85,6 @@ pub const AGAINST_VERIFIER: [&str; 11] = [
 /// service left running, a shell start-up file: the verifier runs `bash
 /// -c`, never a login shell, so it reads none unless test.sh asks).
 pub const INFORMATIONAL: [&str; 5] = ["site-packages", "path", "shell-rc", "root", "process"];
-
-/// Kinds in the order they are listed (the most telling first).
-const ORDER: [&str; 15] = [
-    "preload",
-    "interpreter",
-    "test-runner",
-    "test-config",
-    "python-startup",
-    "root-python",
-    "replaced",
-    "tests",
-    "logs",
-    "site-packages",
-    "path",
-    "shell-rc",
-    "root",
-    "process",
-    "incomplete",
-];
 
 /// Whether `signal` is evidence against the verifier itself. A kind this
 /// runner does not know (a record written by another version) counts as
@@ -423,7 +405,8 @@ fn one_line(text: &str) -> String {
 /// Orders by kind and keeps at most [`MAX_PER_KIND`] of each and
 /// [`MAX_SIGNALS`] in all, counting the rest.
 fn collapse(found: Vec<Signal>) -> Vec<Signal> {
-    let rank = |k: &str| ORDER.iter().position(|o| *o == k).unwrap_or(ORDER.len());
+    let order = || AGAINST_VERIFIER.iter().chain(INFORMATIONAL.iter());
+    let rank = |k: &str| order().position(|o| *o == k).unwrap_or(order().count());
     let mut found = found;
     found.sort_by_key(|s| rank(&s.kind));
     let mut out: Vec<Signal> = Vec::new();
@@ -763,12 +746,6 @@ mod tests {
         assert_eq!(flagging, ["python-startup", "replaced"], "{s:#?}");
         for k in INFORMATIONAL {
             assert!(!AGAINST_VERIFIER.contains(&k));
-        }
-        for k in ORDER {
-            assert!(
-                AGAINST_VERIFIER.contains(&k) || INFORMATIONAL.contains(&k),
-                "{k}"
-            );
         }
         let unknown = Signal {
             kind: "from-a-newer-runner".into(),
