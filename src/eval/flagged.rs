@@ -32,6 +32,16 @@ pub fn marked(mut a: Attempt) -> Attempt {
     a
 }
 
+/// The status as the table and the progress lines show it:
+/// `pass-flagged` for a flagged pass.
+pub fn status_label(a: &Attempt) -> &'static str {
+    if is_flagged(a) {
+        "pass-flagged"
+    } else {
+        a.status.as_str()
+    }
+}
+
 /// The kinds of `a`'s signals that are evidence against the verifier, each
 /// once, in the order listed.
 pub fn kinds(a: &Attempt) -> Vec<&str> {

@@ -297,15 +297,6 @@ fn regrade_line(r: &super::outcome::Regrade) -> String {
     s
 }
 
-/// The status as the table and the summary show it.
-fn fmt_status(a: &Attempt) -> &'static str {
-    if super::flagged::is_flagged(a) {
-        "pass-flagged"
-    } else {
-        a.status.as_str()
-    }
-}
-
 fn fmt_secs(ms: u64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
 }
@@ -346,7 +337,7 @@ pub fn table(attempts: &[Attempt], totals: &Totals) -> String {
             s,
             "{name:<name_w$}  {:>6}  {:<12}  {:<8}  {:>5}  {:>8}  {:>8}  {}",
             fmt_reward(a),
-            fmt_status(a),
+            super::flagged::status_label(a),
             fmt_grading(a),
             a.steps,
             fmt_secs(a.phases.total_ms),

@@ -69,7 +69,7 @@ fn announce(progress: &Progress, total: usize, a: &Attempt, note: &str, redactor
         "[{d}/{total}] {}#{} {} reward {} in {:.1}s{note}",
         a.task,
         a.attempt,
-        a.status.as_str(),
+        super::flagged::status_label(a),
         a.reward.map_or("-".into(), |r| format!("{r:.2}")),
         a.phases.total_ms as f64 / 1000.0
     );

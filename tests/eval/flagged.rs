@@ -48,7 +48,11 @@ const WRAPPER_PLANT: &str = "printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/pyt
      && chmod 755 /usr/local/bin/python3 /usr/local/bin/pytest \
      && hash -r && python3 -c 'raise SystemExit(1)' && echo PLANTED";
 
-/// Example tasks whose verifier runs python3 and that fail untouched.
+/// Example tasks whose verifier runs python3 and that fail untouched
+/// (`fidelity.rs` grades each with `--agent nop`). fix-median's state is
+/// its workdir, so its isolated regrade fails because the wrapper is gone;
+/// the other two keep theirs outside it (/etc, site-packages), which an
+/// isolated verifier never sees.
 const HIDDEN_SET: [&str; 3] = ["etc-config", "fix-median", "site-packages"];
 
 fn hidden_set_run(d: &Dir, more: &[&str]) -> (Ran, Value) {
