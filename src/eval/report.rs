@@ -463,7 +463,7 @@ pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
     if !flagged.is_empty() {
         let _ = writeln!(
             s,
-            "\n### Tamper signals\n\nWhat the agent changed on the verifier's path or left running when grading started: evidence to look at, not verdicts.\n"
+            "\n### Tamper signals\n\nWhat the agent changed on the verifier's path or left running when grading started: evidence, not verdicts; the kinds against the verifier itself flag a pass, the rest are informational.\n"
         );
         for a in flagged {
             let _ = writeln!(s, "- **{} #{}**", visible(&a.task), a.attempt);
