@@ -39,7 +39,7 @@ pub use client::connect;
 pub use config::{
     CONTAINER_WORKDIR, DEFAULT_CPUS, DEFAULT_DISK_BYTES, DEFAULT_HOME_SIZE_BYTES, DEFAULT_IMAGE,
     DEFAULT_MAX_RUN_SECS, DEFAULT_MEMORY_BYTES, DEFAULT_PIDS_LIMIT, DEFAULT_USER, DockerConfig,
-    SANDBOX_HOME, Ulimits, WorkspaceMode,
+    SANDBOX_HOME, Ulimits, WorkspaceMode, user_is_root,
 };
 // Every label name is public so tests build their queries and fakes on them.
 pub use container::{
@@ -61,7 +61,7 @@ use crate::exec::supervisor::run::FileFailure;
 use crate::exec::supervisor::{READY_LIMIT, run as sup_run};
 use crate::redact::Redactor;
 use client::{CALL_TIMEOUT, call, short};
-use config::{numeric_user, user_is_root};
+use config::numeric_user;
 use container::WorkspaceMount;
 use lifeline::Lifeline;
 use oom::OomCounter;
