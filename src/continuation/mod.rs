@@ -67,7 +67,7 @@ pub enum ContinueError {
         source: std::io::Error,
     },
     #[error("refusing the workspace: {0}")]
-    WorkspaceRefused(String),
+    WorkspaceRefused(crate::workspace::Refusal),
     #[error("{0}")]
     NoTerminal(#[from] crate::approve::NoTerminal),
 }
@@ -96,9 +96,7 @@ impl ContinueError {
             ContinueError::WorkspaceGone { scratch: false, .. } => {
                 "put the directory back, or pass --workspace DIR to continue on another".into()
             }
-            ContinueError::WorkspaceRefused(_) => {
-                "pass a project directory of your own with --workspace DIR".into()
-            }
+            ContinueError::WorkspaceRefused(r) => r.hint(),
             _ => return None,
         })
     }
@@ -171,11 +169,13 @@ async fn continue_run(
         return Err(ContinueError::WorkspaceRefused(why));
     }
     if crate::workspace::is_inside(&rec.path, &ws_path) {
-        return Err(ContinueError::WorkspaceRefused(format!(
-            "{} holds the run directory {}",
-            ws_path.display(),
-            rec.path.display()
-        )));
+        return Err(ContinueError::WorkspaceRefused(
+            crate::workspace::Refusal::new(format!(
+                "{} holds the run directory {}",
+                ws_path.display(),
+                rec.path.display()
+            )),
+        ));
     }
     let workspace =
         Workspace::prepare(Some(&ws_path)).map_err(|source| ContinueError::Workspace {

@@ -18,6 +18,7 @@ mod command_timeout;
 mod disk;
 mod egress;
 mod gc;
+mod homes;
 mod kill;
 mod model_input;
 mod oom;
