@@ -204,25 +204,11 @@ impl DockerExecutor {
                 Some(ws)
             }
         };
-        let src;
-        let mount = match &workspace {
-            None => WorkspaceMount::None,
-            Some(Workspace::Bind { host }) => {
-                src = host.to_string_lossy().into_owned();
-                WorkspaceMount::Bind(&src)
-            }
-            Some(Workspace::Disk { disk }) => {
-                src = disk
-                    .lock()
-                    .ok()
-                    .and_then(|d| {
-                        d.as_ref()
-                            .map(|d| d.mount_point().to_string_lossy().into_owned())
-                    })
-                    .unwrap_or_default();
-                WorkspaceMount::Bind(&src)
-            }
-            Some(Workspace::Copy { .. }) => WorkspaceMount::Volume,
+        let src = workspace.as_ref().and_then(Workspace::bind_source);
+        let mount = match (&workspace, &src) {
+            (None, _) => WorkspaceMount::None,
+            (Some(_), Some(src)) => WorkspaceMount::Bind(src),
+            (Some(_), None) => WorkspaceMount::Volume,
         };
         let ids = if user_is_root(&user) {
             Some((0, 0))
@@ -307,7 +293,12 @@ impl DockerExecutor {
             created = container::create_and_start(&docker, &name, body, upload, &mut fifo).await;
         }
         let (id, lifeline) = match created {
-            Ok(c) => c,
+            Ok(c) => {
+                if let Some(w) = &workspace {
+                    w.started();
+                }
+                c
+            }
             Err(e) => {
                 if let Some(Workspace::Disk { disk }) = &workspace
                     && let Some(d) = disk.lock().ok().and_then(|mut d| d.take())
@@ -533,6 +524,10 @@ impl DockerExecutor {
         if let Err(ExecError::Unrecoverable { detail }) = &r {
             self.set_unrecoverable(detail);
         }
+        // Before the next command, or anyone on the host, can use it.
+        if let Some(w) = &self.workspace {
+            w.strip().await?;
+        }
         r
     }
 
@@ -602,6 +597,11 @@ impl DockerExecutor {
         // If removal fails, `removed` stays false so Drop tries again.
         container::remove(&self.docker, &self.id).await?;
         self.removed.store(true, Ordering::SeqCst);
+        // Nothing of the sandbox runs any more: the last word on what it left.
+        let stripped = match &self.workspace {
+            Some(w) => w.strip().await,
+            None => Ok(()),
+        };
         // The proxy and its network next; a failure is reported after the
         // work is handed back (Egress's drop tries the removal again).
         let egress_removed = match &self.egress {
@@ -615,6 +615,7 @@ impl DockerExecutor {
                 finish_disk(d, collect).await?;
             }
         }
+        stripped?;
         egress_removed
     }
 }
