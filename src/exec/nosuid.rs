@@ -10,6 +10,10 @@
 //! once it runs, the container's mount namespace holds its own copy, and
 //! [`NosuidView::detach`] takes the host's away, so a runner killed later
 //! leaves no mount of the user's directory behind in the temp directory.
+//! One killed in between leaves a view named for its pid, which
+//! [`sweep_dead`] (at every start and `runner gc`) unmounts and removes,
+//! never walking into it: a recursive removal of a view still mounted
+//! would delete the user's files.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -32,7 +36,11 @@ impl NosuidView {
     /// Mounts `host` at a new mount point, nosuid and nodev. Needs root
     /// (CAP_SYS_ADMIN): otherwise the error is the kernel's EPERM.
     pub fn new(host: &Path) -> io::Result<NosuidView> {
-        let dir = tempfile::Builder::new().prefix(VIEW_PREFIX).tempdir()?;
+        let pid = std::process::id();
+        let start = super::liveness::process_start(pid).unwrap_or_default();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{VIEW_PREFIX}{pid}-{start}-"))
+            .tempdir()?;
         let point = dir.path().join("ws");
         std::fs::create_dir(&point)?;
         let none: Option<&str> = None;
@@ -78,6 +86,43 @@ impl Drop for NosuidView {
     }
 }
 
+/// Unmounts and removes the views of runners that are gone; the names of
+/// those removed.
+pub fn sweep_dead() -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return out;
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(VIEW_PREFIX) else {
+            continue;
+        };
+        let mut parts = rest.splitn(3, '-');
+        let (Some(pid), Some(start)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        let dir = e.path();
+        // Only a real directory of this user's, of a runner that is gone.
+        let ours = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if !ours || super::liveness::is_alive(pid, Some(start)) {
+            continue;
+        }
+        let point = dir.join("ws");
+        let _ = umount2(&point, MntFlags::MNT_DETACH);
+        if std::fs::remove_dir(&point).is_ok() || !point.exists() {
+            let _ = std::fs::remove_dir(&dir);
+            out.push(dir);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +150,25 @@ mod tests {
         drop(view);
         assert!(!point.exists());
         assert!(host.path().join("f").is_file(), "the directory was touched");
+
+        // A view left mounted by a runner that died is unmounted, not
+        // emptied.
+        let dead = std::env::temp_dir().join(format!(
+            "{VIEW_PREFIX}4194303-1-test{:08x}",
+            fastrand::u32(..)
+        ));
+        std::fs::create_dir_all(dead.join("ws")).expect("mkdir");
+        let none: Option<&str> = None;
+        mount(
+            Some(host.path()),
+            &dead.join("ws"),
+            none,
+            MsFlags::MS_BIND,
+            none,
+        )
+        .expect("mount");
+        assert!(sweep_dead().contains(&dead));
+        assert!(!dead.exists());
+        assert!(host.path().join("f").is_file(), "the sweep emptied a view");
     }
 }

@@ -209,6 +209,9 @@ pub async fn recover_disks(docker: &Docker) -> crate::exec::disk::Recovered {
     for ws in &r.restored {
         tracing::warn!("gave a dead run's work back to {}", ws.display());
     }
+    for v in crate::exec::nosuid::sweep_dead() {
+        tracing::warn!("unmounted a dead run's workspace view {}", v.display());
+    }
     for e in &r.errors {
         tracing::warn!("recovering a dead run's workspace disk: {e}");
     }
