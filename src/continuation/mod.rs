@@ -155,6 +155,7 @@ async fn continue_run(
         &settings::given(args),
         found,
     )?;
+    // A workspace not given is a difference `check` has refused already.
     let Ok(ws_path) = ws else {
         return Err(ContinueError::NoWorkspace(rec.path.clone()));
     };
