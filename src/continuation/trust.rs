@@ -69,6 +69,21 @@ const TRUSTED: &[(&str, &str, Order)] = &[
     ("default_deny", "--no-default-deny", Order::Off),
 ];
 
+/// The settings of a sandbox, which a continuation on the host has none of.
+const SANDBOX_ONLY: &[&str] = &[
+    "network",
+    "allowed_hosts",
+    "egress_network",
+    "user",
+    "writable_rootfs",
+    "disk_bytes",
+    "memory_bytes",
+    "cpus",
+    "pids_limit",
+    "workspace_mode",
+    "runtime",
+];
+
 /// Recorded settings a continuation may take as they are.
 pub const FROM_RECORD: &[&str] = &[
     "provider",
@@ -138,13 +153,16 @@ pub fn check(
 ) -> Result<Vec<String>, SettingsError> {
     let mut notes = Vec::new();
     let same_api = recorded.get("provider") == continuing.get("provider");
+    let on_host = continuing["executor"] == "local";
     for &(key, flag, order) in TRUSTED {
         let Some(rec) = recorded.get(key) else {
             continue;
         };
         let cur = continuing.get(key).unwrap_or(&Value::Null);
-        // Another API has its own URL; an allowlist is its hosts.
+        // Another API has its own URL; an allowlist is its hosts; on the
+        // host (--executor local, given) no sandbox setting applies.
         let moot = (key == "base_url" && !same_api)
+            || (on_host && SANDBOX_ONLY.contains(&key))
             || (key == "network" && rec == "allowlist")
             || (key == "allowed_hosts" && continuing["network"] == "bridge");
         if moot || no_looser(order, rec, cur) {
