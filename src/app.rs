@@ -41,7 +41,7 @@ pub enum AppError {
     #[error("cannot prepare the workspace: {0}")]
     Workspace(std::io::Error),
     #[error("refusing the workspace: {0}")]
-    WorkspaceRefused(String),
+    WorkspaceRefused(crate::workspace::Refusal),
     #[error(
         "the run directory {run_dir} is inside the workspace {workspace}: the sandbox could change what runner writes there"
     )]
@@ -68,9 +68,10 @@ impl AppError {
             AppError::RunDir(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => {
                 "that run directory holds an earlier run; pass a new --run-dir".into()
             }
-            AppError::WorkspaceRefused(_) => {
-                "pass a project directory of your own with --workspace, or none for a scratch directory".into()
-            }
+            AppError::WorkspaceRefused(r) => match &r.owner {
+                Some(_) => r.hint(),
+                None => "pass a project directory of your own with --workspace, or none for a scratch directory".into(),
+            },
             AppError::RunDirInWorkspace { .. } => {
                 "pass a --run-dir outside the workspace".into()
             }

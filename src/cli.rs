@@ -51,14 +51,16 @@ pub enum Command {
     /// Write one self-contained HTML page (no network needed) for a run directory or an eval output directory.
     View(ViewArgs),
     /// Continue a run that completed, hit a limit or was interrupted: its conversation is rebuilt from RUN_DIR's trajectory, MESSAGE added, and the loop goes on in a fresh sandbox on the same workspace, appending to the same trajectory.
-    Continue(ContinueArgs),
+    Continue(Box<ContinueArgs>),
 }
 
-/// Flags of `runner continue`. Every setting not given here is the
-/// run's own, as its trajectory records it.
+/// Flags of `runner continue`. The model, limits, tools and image not
+/// given here are the run's own, as its trajectory records them; what
+/// bounds the sandbox or decides where the API key goes is only ever
+/// these flags (or their defaults), compared with the record.
 #[derive(Debug, Clone, Args)]
 #[command(
-    after_help = "The limits (--max-steps, --max-time, --max-cost) count afresh from the continuation: by default the run's own values. --env pairs are not recorded (their values may be secrets): give them again.\n\nExit codes: as a run: 0 completed, 1 ended by a limit or a refusal, 2 usage, configuration or infrastructure error (a directory that is no run, a trajectory of a newer format or of another provider, a workspace that is gone), 130 interrupted."
+    after_help = "The limits (--max-steps, --max-time, --max-cost) count afresh from the continuation: by default the run's own values. --env pairs are not recorded (their values may be secrets): give them again.\n\nThe sandbox's settings (--executor, --workspace, --network, --allow-host, --user, --disk, --writable-rootfs, --runtime...) and --base-url are never taken from the run directory: they are this command line's (or the defaults), and a run started with looser ones is refused with the flags to pass.\n\nExit codes: as a run: 0 completed, 1 ended by a limit or a refusal, 2 usage, configuration or infrastructure error (a directory that is no run, a trajectory of a newer format or of another provider, a workspace that is gone), 130 interrupted."
 )]
 pub struct ContinueArgs {
     /// The run's directory (it holds trajectory.jsonl).
@@ -77,8 +79,8 @@ pub struct ContinueArgs {
     #[arg(long)]
     pub model: Option<String>,
 
-    /// Base URL of the model API (default: the run's own; with another --provider, as for a run).
-    #[arg(long)]
+    /// Base URL of the model API (default: as for a run; a run started with another is refused).
+    #[arg(long, env = "RUNNER_BASE_URL")]
     pub base_url: Option<String>,
 
     /// Script of turns for --provider scripted (default: the run's own script, replayed from its first turn).
@@ -105,9 +107,69 @@ pub struct ContinueArgs {
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
 
-    /// Continue on this directory instead of the workspace the run recorded.
+    /// The directory to continue on (needed: the recorded one is never taken from the run directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+
+    /// Where commands run (default: as for a run, docker).
+    #[arg(long, env = "RUNNER_EXECUTOR", value_enum)]
+    pub executor: Option<BackendKind>,
+
+    /// Sandbox image (default: the run's own).
+    #[arg(long, env = "RUNNER_IMAGE")]
+    pub image: Option<String>,
+
+    /// Container network (default: as for a run, none).
+    #[arg(long, value_enum)]
+    pub network: Option<Network>,
+
+    /// Let the sandbox reach this host name through the filtering proxy (repeatable).
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_host: Vec<String>,
+
+    /// The engine network the egress proxy reaches out through.
+    #[arg(long, value_name = "NAME")]
+    pub egress_network: Option<String>,
+
+    /// CPUs for the container.
+    #[arg(long, allow_negative_numbers = true)]
+    pub cpus: Option<f64>,
+
+    /// Memory limit of the container.
+    #[arg(long)]
+    pub memory: Option<String>,
+
+    /// Most processes in the container.
+    #[arg(long, allow_negative_numbers = true)]
+    pub pids_limit: Option<i64>,
+
+    /// User inside the container (default: as for a run).
+    #[arg(long)]
+    pub user: Option<String>,
+
+    /// Make the container's root filesystem writable.
+    #[arg(long)]
+    pub writable_rootfs: bool,
+
+    /// How the workspace reaches the container (default: as for a run).
+    #[arg(long, value_enum)]
+    pub workspace_mode: Option<WorkspaceMode>,
+
+    /// Most the continuation may put on the host's disk (default: as for a run).
+    #[arg(long, env = "RUNNER_DISK")]
+    pub disk: Option<String>,
+
+    /// Container runtime (default: the engine's).
+    #[arg(long, env = "RUNNER_RUNTIME", value_name = "NAME")]
+    pub runtime: Option<String>,
+
+    /// Leave processes a command started in the background running.
+    #[arg(long)]
+    pub keep_background: bool,
+
+    /// Drop the default deny list.
+    #[arg(long)]
+    pub no_default_deny: bool,
 
     /// Which commands a person is asked about before they run (default: the run's own --approve).
     #[arg(long, value_enum)]

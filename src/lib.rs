@@ -19,6 +19,7 @@ pub mod exec;
 pub mod gc;
 pub mod hints;
 pub mod hostfs;
+pub mod invoker;
 pub mod model;
 pub mod plural;
 pub mod prompt;

@@ -6,6 +6,8 @@ use std::path::{Component, Path, PathBuf};
 
 use tempfile::TempDir;
 
+use crate::invoker::{Invoker, all_homes, user_name};
+
 /// Where the agent's files live on the host.
 #[derive(Debug)]
 pub struct Workspace {
@@ -90,57 +92,129 @@ const CREDENTIAL_DIRS: &[&str] = &[
     ".password-store",
 ];
 
+/// Why a directory must not become a sandbox's workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The directory, resolved.
+    pub dir: PathBuf,
+    /// What the directory is ("/etc is inside the system directory /etc").
+    pub why: String,
+    /// Whose it is, when it is someone else's.
+    pub owner: Option<String>,
+}
+
+impl Refusal {
+    pub fn new(why: String) -> Refusal {
+        Refusal {
+            dir: PathBuf::new(),
+            why,
+            owner: None,
+        }
+    }
+
+    /// What to do instead.
+    pub fn hint(&self) -> String {
+        match &self.owner {
+            Some(o) => format!(
+                "{} belongs to {o}: run runner as {o}, or pass a project directory of your own with --workspace DIR",
+                self.dir.display()
+            ),
+            None => "pass a project directory of your own with --workspace DIR".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
 /// Why `dir` must not become a sandbox's workspace, or `None` when it may.
 /// `protected` are runner's own files (its program, the run directory):
 /// a workspace containing one of them would let the sandbox change them.
-pub fn refusal(dir: &Path, protected: &[PathBuf]) -> Option<String> {
+/// Someone else's directory (in another user's home, or owned by another
+/// user) is refused too: the sandbox would write their files (a key in
+/// `.ssh`, a line in `.bashrc`) with runner's rights.
+pub fn refusal(dir: &Path, protected: &[PathBuf]) -> Option<Refusal> {
     let canon = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut r = refusal_of(&canon, protected)?;
+    r.dir = canon;
+    Some(r)
+}
+
+fn refusal_of(canon: &Path, protected: &[PathBuf]) -> Option<Refusal> {
     let shown = canon.display();
     if SHARED_ROOTS.iter().any(|r| canon == Path::new(r)) {
-        return Some(format!("{shown} is a shared system directory"));
+        return Some(Refusal::new(format!(
+            "{shown} is a shared system directory"
+        )));
     }
     let scratch = SCRATCH_UNDER_SYSTEM
         .iter()
         .any(|s| canon.starts_with(s) && canon != Path::new(s));
     if !scratch && let Some(t) = SYSTEM_TREES.iter().find(|t| canon.starts_with(t)) {
-        return Some(format!("{shown} is inside the system directory {t}"));
+        return Some(Refusal::new(format!(
+            "{shown} is inside the system directory {t}"
+        )));
     }
-    for home in homes() {
-        if canon == home {
-            return Some(format!("{shown} is your home directory"));
-        }
+    let me = Invoker::current();
+    let own = me.own_homes();
+    if own.iter().any(|o| o == canon) {
+        return Some(Refusal::new(format!("{shown} is your home directory")));
+    }
+    if let Some(r) = someone_elses(canon, &me, &own) {
+        return Some(r);
     }
     if let Some(c) = canon.components().find_map(|c| match c {
         Component::Normal(n) if CREDENTIAL_DIRS.iter().any(|d| n == *d) => Some(n.to_owned()),
         _ => None,
     }) {
-        return Some(format!(
+        return Some(Refusal::new(format!(
             "{shown} is in a {} directory, which holds credentials or programs",
             c.to_string_lossy()
-        ));
+        )));
     }
     for p in protected {
         let p = resolve(p);
-        if p.starts_with(&canon) {
-            return Some(format!(
+        if p.starts_with(canon) {
+            return Some(Refusal::new(format!(
                 "{shown} contains runner's own file {}",
                 p.display()
-            ));
+            )));
         }
     }
     None
 }
 
-/// The invoking user's home directories ($HOME and the passwd entry).
-fn homes() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        out.push(resolve(Path::new(&h)));
+/// Whether `canon` is another user's: inside a home that is not one of
+/// `own`, or owned by someone `me` is not.
+fn someone_elses(canon: &Path, me: &Invoker, own: &[PathBuf]) -> Option<Refusal> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = canon.display();
+    let theirs = all_homes()
+        .into_iter()
+        .filter(|(home, _)| !own.contains(home))
+        .find(|(home, _)| canon.starts_with(home));
+    if let Some((home, who)) = theirs {
+        return Some(Refusal {
+            why: format!(
+                "{shown} is in the home directory of {who} ({})",
+                home.display()
+            ),
+            owner: Some(who),
+            ..Refusal::new(String::new())
+        });
     }
-    if let Ok(Some(u)) = nix::unistd::User::from_uid(nix::unistd::geteuid()) {
-        out.push(resolve(&u.dir));
-    }
-    out
+    let owner = std::fs::metadata(canon).ok()?.uid();
+    (!me.owns(owner)).then(|| {
+        let who = user_name(owner);
+        Refusal {
+            why: format!("{shown} is owned by {who}, not by you"),
+            owner: Some(who),
+            ..Refusal::new(String::new())
+        }
+    })
 }
 
 /// `path` made absolute with its longest existing ancestor resolved

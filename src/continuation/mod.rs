@@ -2,11 +2,14 @@
 //! or was interrupted goes on. Its conversation is rebuilt from its
 //! trajectory ([`crate::agent::replay`]), MESSAGE becomes the next user
 //! turn, and the loop runs again in a fresh sandbox on the run's
-//! workspace, with the run's settings ([`settings`]) and fresh limits,
-//! appending to the same trajectory after a `continuation` event.
+//! workspace, with the run's model and limits ([`settings`]) and fresh
+//! limits, appending to the same trajectory after a `continuation` event.
+//! What bounds the sandbox or decides where the API key goes comes from
+//! the command line alone ([`trust`]).
 
 pub mod recorded;
 pub mod settings;
+pub mod trust;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -64,7 +67,7 @@ pub enum ContinueError {
         source: std::io::Error,
     },
     #[error("refusing the workspace: {0}")]
-    WorkspaceRefused(String),
+    WorkspaceRefused(crate::workspace::Refusal),
     #[error("{0}")]
     NoTerminal(#[from] crate::approve::NoTerminal),
 }
@@ -93,9 +96,7 @@ impl ContinueError {
             ContinueError::WorkspaceGone { scratch: false, .. } => {
                 "put the directory back, or pass --workspace DIR to continue on another".into()
             }
-            ContinueError::WorkspaceRefused(_) => {
-                "pass a project directory of your own with --workspace DIR".into()
-            }
+            ContinueError::WorkspaceRefused(r) => r.hint(),
             _ => return None,
         })
     }
@@ -114,11 +115,14 @@ pub async fn run(args: &ContinueArgs, cancel: CancellationToken) -> Result<u8, F
     Ok(continue_run(args, &human, cancel).await?)
 }
 
-/// The workspace to continue on: `--workspace`, else the recorded one,
-/// which must still be a directory.
-fn workspace_of(rec: &recorded::Recorded, args: &ContinueArgs) -> Result<PathBuf, ContinueError> {
+/// The workspace to continue on: `--workspace` only. Without it, the
+/// recorded one is a difference to refuse (or an error when it is gone).
+fn workspace_of(
+    rec: &recorded::Recorded,
+    args: &ContinueArgs,
+) -> Result<Result<PathBuf, trust::Difference>, ContinueError> {
     if let Some(w) = &args.workspace {
-        return Ok(w.clone());
+        return Ok(Ok(w.clone()));
     }
     let path = rec.config["workspace"]
         .as_str()
@@ -130,7 +134,7 @@ fn workspace_of(rec: &recorded::Recorded, args: &ContinueArgs) -> Result<PathBuf
             scratch: rec.config["scratch_workspace"].as_bool().unwrap_or(false),
         });
     }
-    Ok(path)
+    Ok(Err(trust::workspace(&path)))
 }
 
 async fn continue_run(
@@ -140,10 +144,24 @@ async fn continue_run(
 ) -> Result<u8, ContinueError> {
     let rec = recorded::read(&args.run_dir)?;
     let mut builder = settings::builder(&rec.config, args)?;
-    let ws_path = workspace_of(&rec, args)?;
-    builder.workspace = Some(ws_path.clone());
+    let ws = workspace_of(&rec, args)?;
+    builder.workspace = ws.as_ref().ok().cloned();
     builder.run_dir = Some(rec.path.clone());
     let config = builder.build()?;
+    let found = ws.as_ref().err().cloned().into_iter().collect();
+    let notes = trust::check(
+        &rec.config,
+        &config.public_json(),
+        &settings::given(args),
+        found,
+    )?;
+    // A workspace not given is a difference `check` has refused already.
+    let Ok(ws_path) = ws else {
+        return Err(ContinueError::NoWorkspace(rec.path.clone()));
+    };
+    for n in &notes {
+        human.say(n);
+    }
     crate::approve::check_terminal(config.approve)?;
     let model = runtime::build_model(&config)?;
     let mut own = vec![rec.path.clone()];
@@ -152,11 +170,13 @@ async fn continue_run(
         return Err(ContinueError::WorkspaceRefused(why));
     }
     if crate::workspace::is_inside(&rec.path, &ws_path) {
-        return Err(ContinueError::WorkspaceRefused(format!(
-            "{} holds the run directory {}",
-            ws_path.display(),
-            rec.path.display()
-        )));
+        return Err(ContinueError::WorkspaceRefused(
+            crate::workspace::Refusal::new(format!(
+                "{} holds the run directory {}",
+                ws_path.display(),
+                rec.path.display()
+            )),
+        ));
     }
     let workspace =
         Workspace::prepare(Some(&ws_path)).map_err(|source| ContinueError::Workspace {

@@ -1,6 +1,8 @@
-//! The settings of a continuation: the run's own, read back from the
-//! configuration its trajectory records ([`Config::public_json`]), with
-//! the flags of `runner continue` over them.
+//! The settings of a continuation: the model, limits and tools are the
+//! run's own, read back from the configuration its trajectory records
+//! ([`Config::public_json`]), with the flags of `runner continue` over
+//! them; what bounds the sandbox or decides where the API key goes comes
+//! from those flags alone ([`super::trust`]).
 //!
 //! [`Config::public_json`]: crate::config::Config::public_json
 
@@ -9,9 +11,9 @@ use std::path::PathBuf;
 use clap::ValueEnum;
 use serde_json::Value;
 
+use super::trust::Difference;
 use crate::cli::ContinueArgs;
 use crate::config::ConfigBuilder;
-use crate::exec::backend::Network;
 use crate::model::provider::Provider;
 
 /// The environment variable that names a run's provider.
@@ -31,6 +33,21 @@ pub enum SettingsError {
         recorded: &'static str,
         asked: &'static str,
     },
+    #[error("{}{}", first.says, more_text(*more))]
+    Differs {
+        first: Difference,
+        more: usize,
+        flags: Vec<String>,
+    },
+}
+
+/// " (and N more settings differ)", or nothing.
+fn more_text(more: usize) -> String {
+    match more {
+        0 => String::new(),
+        1 => " (and 1 more setting differs)".into(),
+        n => format!(" (and {n} more settings differ)"),
+    }
 }
 
 impl SettingsError {
@@ -45,7 +62,29 @@ impl SettingsError {
             SettingsError::OtherProvider { recorded, asked } => format!(
                 "pass --provider {asked} to continue with it anyway, or unset {PROVIDER_VAR} to continue with {recorded}"
             ),
+            SettingsError::Differs { flags, .. } if flags.is_empty() => {
+                "start a new run with the settings you want: runner continue takes them \
+                 only from its own command line"
+                    .into()
+            }
+            SettingsError::Differs { flags, more, .. } => format!(
+                "pass {} to continue with {}",
+                flags.join(" "),
+                if *more == 0 && flags.len() == 1 {
+                    "it"
+                } else {
+                    "them"
+                }
+            ),
         }
+    }
+
+    /// The refusal of `found`, when it holds any difference.
+    pub fn differences(found: Vec<Difference>) -> Option<SettingsError> {
+        let flags = found.iter().filter_map(|d| d.flag.clone()).collect();
+        let more = found.len().saturating_sub(1);
+        let first = found.into_iter().next()?;
+        Some(SettingsError::Differs { first, more, flags })
     }
 }
 
@@ -80,10 +119,6 @@ impl Reader<'_> {
 
     fn f64(&self, key: &'static str) -> Result<Option<f64>, SettingsError> {
         self.get(key, Value::as_f64)
-    }
-
-    fn bool(&self, key: &'static str) -> Result<Option<bool>, SettingsError> {
-        self.get(key, Value::as_bool)
     }
 
     fn strings(&self, key: &'static str) -> Result<Option<Vec<String>>, SettingsError> {
@@ -143,7 +178,9 @@ pub fn builder(recorded: &Value, args: &ContinueArgs) -> Result<ConfigBuilder, S
     let a = &mut b.agent;
     a.provider = provider;
     a.model = args.model.clone().or(own(r.string("model")?));
-    a.base_url = args.base_url.clone().or(own(r.string("base_url")?));
+    // The key goes only where this command line (or the user's
+    // environment, or the vendor) says.
+    a.base_url = args.base_url.clone();
     a.script = args
         .script
         .clone()
@@ -173,45 +210,68 @@ pub fn builder(recorded: &Value, args: &ContinueArgs) -> Result<ConfigBuilder, S
     a.system = r.string("system_prompt")?;
     a.env = args.env.clone();
     a.deny = r.strings("deny")?.unwrap_or_default();
-    a.default_deny = r.bool("default_deny")?.unwrap_or(a.default_deny);
+    a.default_deny = !args.no_default_deny;
     if let Some(tools) = r.strings("tools")? {
         a.tools = tools.join(",");
     }
     a.shell = r.choice("shell")?.unwrap_or(a.shell);
 
+    // What bounds the sandbox: the command line's alone (see `trust`).
     let s = &mut b.sandbox;
-    s.backend = r.choice("executor")?.unwrap_or(s.backend);
-    s.image = r.string("image")?.unwrap_or_else(|| s.image.clone());
-    // An allowlist comes back from its hosts.
-    s.network = match r.string("network")?.as_deref() {
-        Some("allowlist") => Network::None,
-        _ => r.choice("network")?.unwrap_or(s.network),
+    s.backend = args.executor.unwrap_or(s.backend);
+    s.image = match &args.image {
+        Some(i) => i.clone(),
+        None => r.string("image")?.unwrap_or_else(|| s.image.clone()),
     };
-    s.allowed_hosts = r.strings("allowed_hosts")?.unwrap_or_default();
-    s.egress_network = r.string("egress_network")?;
-    s.cpus = r.f64("cpus")?.unwrap_or(s.cpus);
-    if let Some(m) = r.u64("memory_bytes")? {
-        s.memory = m.to_string();
+    s.network = args.network.unwrap_or(s.network);
+    s.allowed_hosts = args.allow_host.clone();
+    s.egress_network = args.egress_network.clone();
+    s.cpus = args.cpus.unwrap_or(s.cpus);
+    if let Some(m) = &args.memory {
+        s.memory = m.clone();
     }
-    s.pids_limit = r.get("pids_limit", Value::as_i64)?.unwrap_or(s.pids_limit);
-    s.user = r.string("user")?.unwrap_or_else(|| s.user.clone());
-    s.writable_rootfs = r.bool("writable_rootfs")?.unwrap_or(s.writable_rootfs);
-    s.workspace_mode = r.choice("workspace_mode")?.unwrap_or(s.workspace_mode);
-    // Recorded as null when unlimited; missing in an older trajectory.
-    match recorded.get("disk_bytes") {
-        Some(Value::Null) => s.disk = "unlimited".into(),
-        _ => {
-            if let Some(d) = r.u64("disk_bytes")? {
-                s.disk = d.to_string();
-            }
-        }
+    s.pids_limit = args.pids_limit.unwrap_or(s.pids_limit);
+    if let Some(u) = &args.user {
+        s.user = u.clone();
     }
-    s.runtime = r.string("runtime")?;
+    s.writable_rootfs = args.writable_rootfs;
+    s.workspace_mode = args.workspace_mode.unwrap_or(s.workspace_mode);
+    if let Some(d) = &args.disk {
+        s.disk = d.clone();
+    }
+    s.runtime = args.runtime.clone();
+    b.keep_background = args.keep_background;
 
     b.max_time_secs = args.max_time.or(r.u64("max_time_secs")?);
-    b.keep_background = r.bool("keep_background")?.unwrap_or(false);
     b.json = args.json;
     Ok(b)
+}
+
+/// The recorded keys whose value the command line `args` gave (a flag,
+/// or its environment variable), so their differences are the user's.
+pub fn given(args: &ContinueArgs) -> Vec<&'static str> {
+    let mut keys = Vec::new();
+    let mut when = |on: bool, key: &'static [&'static str]| {
+        if on {
+            keys.extend_from_slice(key);
+        }
+    };
+    when(args.executor.is_some(), &["executor"]);
+    when(args.base_url.is_some(), &["base_url"]);
+    when(args.network.is_some(), &["network"]);
+    when(!args.allow_host.is_empty(), &["allowed_hosts", "network"]);
+    when(args.egress_network.is_some(), &["egress_network"]);
+    when(args.user.is_some(), &["user"]);
+    when(args.writable_rootfs, &["writable_rootfs"]);
+    when(args.disk.is_some(), &["disk_bytes"]);
+    when(args.memory.is_some(), &["memory_bytes"]);
+    when(args.cpus.is_some(), &["cpus"]);
+    when(args.pids_limit.is_some(), &["pids_limit"]);
+    when(args.workspace_mode.is_some(), &["workspace_mode"]);
+    when(args.runtime.is_some(), &["runtime"]);
+    when(args.keep_background, &["keep_background"]);
+    when(args.no_default_deny, &["default_deny"]);
+    keys
 }
 
 #[cfg(test)]
@@ -224,13 +284,13 @@ mod tests {
         let mut full = vec!["runner", "continue", "runs/x"];
         full.extend_from_slice(argv);
         match Cli::try_parse_from(full).expect("parses").command {
-            Some(Command::Continue(a)) => a,
+            Some(Command::Continue(a)) => *a,
             other => panic!("not continue: {other:?}"),
         }
     }
 
     #[test]
-    fn recorded_settings_come_back_as_they_were() {
+    fn the_model_and_limits_come_back_and_the_sandbox_is_the_command_lines() {
         let mut run = ConfigBuilder::default();
         run.agent.provider = Provider::Scripted;
         run.agent.script = Some(PathBuf::from("/tmp/s.json"));
@@ -240,16 +300,32 @@ mod tests {
         run.agent.tools = "bash,edit".into();
         run.agent.system = Some("be brief".into());
         run.agent.deny = vec!["curl".into()];
+        run.agent.base_url = Some("http://127.0.0.1:9".into());
         run.sandbox.backend = crate::exec::backend::BackendKind::Local;
         run.sandbox.memory = "512m".into();
         run.sandbox.disk = "unlimited".into();
         run.sandbox.allowed_hosts = vec!["example.com".into()];
         run.max_time_secs = Some(60);
-        let config = run.build().expect("valid");
-        let recorded = config.public_json();
+        let recorded = run.build().expect("valid").public_json();
         let again = builder(&recorded, &args(&[])).expect("reads back");
-        let again = again.build().expect("valid");
-        assert_eq!(again.public_json(), recorded);
+        let again = again.build().expect("valid").public_json();
+        for key in super::super::trust::FROM_RECORD {
+            assert_eq!(again[key], recorded[key], "{key}");
+        }
+        let defaults = ConfigBuilder::default()
+            .build()
+            .expect("valid")
+            .public_json();
+        for key in [
+            "executor",
+            "disk_bytes",
+            "memory_bytes",
+            "allowed_hosts",
+            "network",
+        ] {
+            assert_eq!(again[key], defaults[key], "{key}");
+        }
+        assert_ne!(again["base_url"], recorded["base_url"]);
 
         // Flags win; limits are the run's unless given.
         let b = builder(&recorded, &args(&["--max-steps", "3", "--model", "m2"])).expect("ok");
@@ -258,6 +334,14 @@ mod tests {
             (3, Some("m2"))
         );
         assert_eq!(b.max_time_secs, Some(60));
+        let a = args(&[
+            "--executor",
+            "local",
+            "--disk",
+            "unlimited",
+            "--writable-rootfs",
+        ]);
+        assert_eq!(given(&a), ["executor", "writable_rootfs", "disk_bytes"]);
     }
 
     #[test]

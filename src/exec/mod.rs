@@ -10,7 +10,9 @@ pub mod docker;
 pub mod egress;
 pub mod liveness;
 pub mod local;
+pub mod nosuid;
 pub mod shell;
+pub mod strip;
 pub mod supervisor;
 pub mod tree;
 

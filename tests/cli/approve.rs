@@ -49,14 +49,17 @@ impl Run {
     /// on `script`, and `extra` flags.
     fn continue_with(d: &Dir, script: &str, message: &str, extra: &[&str]) -> Run {
         let s = d.write("script-2.json", script);
+        let ws = d.path().join("ws");
         let mut c = d.runner();
         c.arg("continue")
             .arg(d.run_dir())
             .arg(message)
             .arg("--script")
             .arg(&s)
+            .args(["--executor", "local", "--workspace"])
+            .arg(&ws)
             .args(extra);
-        Run::spawn(c, d.path().join("ws"))
+        Run::spawn(c, ws)
     }
 
     fn spawn(mut c: std::process::Command, ws: PathBuf) -> Run {
@@ -539,7 +542,8 @@ fn a_continuation_that_would_ask_needs_a_terminal() {
         .runner()
         .arg("continue")
         .arg(d.run_dir())
-        .args(["--approve", "risky"])
+        .args(["--approve", "risky", "--executor", "local", "--workspace"])
+        .arg(&ws)
         .stdin(Stdio::null())
         .output()
         .unwrap();

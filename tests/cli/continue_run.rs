@@ -40,18 +40,28 @@ fn first_run(d: &Dir, server: &FakeServer, extra: &[&str]) -> Ran {
         .arg("write one.txt"))
 }
 
-/// `runner continue RUN_DIR MESSAGE --json` (the key only: the base URL
-/// comes from the run's record).
-fn continue_run(d: &Dir, run_dir: &Path, message: Option<&str>, extra: &[&str]) -> Ran {
-    let mut c = d.runner();
-    c.env("ANTHROPIC_API_KEY", KEY)
-        .arg("continue")
+/// `runner continue RUN_DIR MESSAGE --json` on the run's workspace, with
+/// the user's key and base URL (never taken from the run's record).
+fn continue_run(
+    d: &Dir,
+    server: &FakeServer,
+    run_dir: &Path,
+    message: Option<&str>,
+    extra: &[&str],
+) -> Ran {
+    let mut c = anthropic(d, server);
+    c.arg("continue")
         .arg(run_dir)
         .args(message)
+        .args(LOCAL_ON_WS)
         .arg("--json")
         .args(extra);
     run(&mut c)
 }
+
+/// A continuation's flags for a run of `first_run`: the sandbox settings
+/// come from the command line only.
+const LOCAL_ON_WS: [&str; 4] = ["--executor", "local", "--workspace", WS];
 
 /// `v` without Anthropic's `cache_control` marks (which move to the newest
 /// turn on every request).
@@ -152,7 +162,7 @@ fn a_completed_run_continues_with_its_whole_conversation_replayed() {
     let run_dir = d.run_dir();
     let before = read_jsonl(&run_dir.join("trajectory.jsonl"));
 
-    let r = continue_run(&d, &run_dir, Some("check it again"), &[]);
+    let r = continue_run(&d, &server, &run_dir, Some("check it again"), &[]);
     r.expect_code(0);
     server.assert_protocol_ok();
     server.assert_all_served();
@@ -249,7 +259,7 @@ fn a_step_limited_run_continues_with_fresh_limits_and_the_message_after_its_resu
         r#"{"command":"ls"}"#,
     ));
     server.push(FakeResponse::anthropic_text("done now"));
-    let r = continue_run(&d, &run_dir, Some("go on"), &[]);
+    let r = continue_run(&d, &server, &run_dir, Some("go on"), &[]);
     r.expect_code(0);
     server.assert_protocol_ok();
     server.assert_all_served();
@@ -308,7 +318,7 @@ fn a_step_limited_run_continues_with_fresh_limits_and_the_message_after_its_resu
         "bash",
         r#"{"command":"pwd"}"#,
     ));
-    let r = continue_run(&d, &run_dir, None, &["--max-steps", "1"]);
+    let r = continue_run(&d, &server, &run_dir, None, &["--max-steps", "1"]);
     r.expect_code(1);
     server.assert_protocol_ok();
     let sent = messages(&server, 4);
@@ -355,7 +365,7 @@ fn an_interrupted_run_continues_from_where_ctrl_c_stopped_it() {
     }
     // While it runs, its trajectory is not anyone else's to append to.
     let running = d.run_dir();
-    let r = continue_run(&d, &running, Some("too early"), &[]);
+    let r = continue_run(&d, &server, &running, Some("too early"), &[]);
     r.expect_code(2);
     assert!(
         r.stderr()
@@ -379,7 +389,13 @@ fn an_interrupted_run_continues_from_where_ctrl_c_stopped_it() {
     );
 
     server.push(FakeResponse::anthropic_text("picked up"));
-    let r = continue_run(&d, &run_dir, Some("you were interrupted; finish"), &[]);
+    let r = continue_run(
+        &d,
+        &server,
+        &run_dir,
+        Some("you were interrupted; finish"),
+        &[],
+    );
     r.expect_code(0);
     server.assert_protocol_ok();
     // What the interrupted call was sent, then the message.
@@ -434,7 +450,7 @@ fn a_killed_run_with_a_cut_last_line_continues_and_its_unfinished_call_is_answer
     std::fs::write(&traj, &cut).expect("write");
 
     server.push(FakeResponse::anthropic_text("recovered"));
-    let r = continue_run(&d, &run_dir, Some("try once more"), &[]);
+    let r = continue_run(&d, &server, &run_dir, Some("try once more"), &[]);
     r.expect_code(0);
     assert!(
         r.stderr().contains("warning: left out 1 line"),
@@ -525,6 +541,7 @@ fn another_provider_asked_for_is_refused_unless_given_with_provider() {
             "--base-url",
         ])
         .arg(openai.openai_url())
+        .args(LOCAL_ON_WS)
         .arg(&run_dir)
         .arg("and now?"));
     r.expect_code(0);
@@ -578,7 +595,11 @@ fn a_run_whose_scratch_workspace_was_removed_is_refused_and_goes_on_with_workspa
         !Path::new(&ws).exists(),
         "the scratch workspace is still there"
     );
-    let r = run(d.runner().arg("continue").arg(&run_dir));
+    let r = run(d
+        .runner()
+        .arg("continue")
+        .arg(&run_dir)
+        .args(["--executor", "local"]));
     r.expect_code(2);
     assert!(
         r.stderr()
@@ -602,7 +623,7 @@ fn a_run_whose_scratch_workspace_was_removed_is_refused_and_goes_on_with_workspa
     let other = workspace(&d);
     let r = run(d
         .runner()
-        .arg("continue")
+        .args(["continue", "--executor", "local"])
         .arg(&run_dir)
         .arg("--workspace")
         .arg(&other)
@@ -628,7 +649,7 @@ fn a_trajectory_of_a_newer_format_is_refused() {
     assert_eq!(read_jsonl(&traj)[0]["format_version"], 1);
     let newer = text.replacen("\"format_version\":1", "\"format_version\":2", 1);
     std::fs::write(&traj, &newer).expect("write");
-    let r = run(d.runner().arg("continue").arg(&run_dir));
+    let r = run(d.runner().arg("continue").arg(&run_dir).args(LOCAL_ON_WS));
     r.expect_code(2);
     assert!(
         r.stderr()
@@ -648,7 +669,7 @@ fn a_trajectory_of_a_newer_format_is_refused() {
     let older = text.replacen("\"format_version\":1,", "", 1);
     assert_ne!(older, text);
     std::fs::write(&traj, &older).expect("write");
-    run(d.runner().arg("continue").arg(&run_dir)).expect_code(0);
+    run(d.runner().arg("continue").arg(&run_dir).args(LOCAL_ON_WS)).expect_code(0);
 }
 
 #[test]
@@ -704,7 +725,7 @@ fn a_workspace_holding_the_run_directory_or_a_shared_root_is_refused() {
     for ws in [d.path().to_path_buf(), PathBuf::from("/")] {
         let r = run(d
             .runner()
-            .arg("continue")
+            .args(["continue", "--executor", "local"])
             .arg(&run_dir)
             .arg("--workspace")
             .arg(&ws));

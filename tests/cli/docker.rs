@@ -890,6 +890,9 @@ fn a_continuation_runs_in_a_fresh_sandbox_on_the_same_workspace() {
         .arg("and two.txt")
         .arg("--script")
         .arg(&next)
+        .args(Exec::Docker.args())
+        .arg("--workspace")
+        .arg(&ws)
         .arg("--json"));
     r.expect_code(0);
     let events = r.events();

@@ -22,6 +22,7 @@ mod support;
 
 mod approve;
 mod continue_run;
+mod continue_trust;
 mod docker;
 mod edit;
 mod messages;

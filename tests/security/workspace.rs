@@ -55,7 +55,8 @@ fn system_and_credential_directories_are_refused() {
 
 /// The user's tree keeps its owner during and after the run: the sandbox
 /// works on a copy, and what it made comes back owned by the directory's
-/// owner.
+/// owner. The user is the one `sudo` says runs runner (a directory of
+/// someone else is refused: see `homes`).
 #[test]
 fn a_users_directory_is_never_chowned() {
     let ws = Dir::new();
@@ -73,6 +74,7 @@ fn a_users_directory_is_never_chowned() {
     let script = home.write("s.json", &turns.to_string());
     let mut cmd = ws.scripted(&script.display().to_string());
     cmd.env("HOME", home.path())
+        .env("SUDO_UID", uid.to_string())
         .args(Exec::Docker.args())
         .args(["--workspace", &probe, "x"]);
     let child = cmd
@@ -110,6 +112,7 @@ fn a_users_directory_is_never_chowned() {
     let script = home.write("s2.json", &turns.to_string());
     let mut cmd = ws.scripted(&script.display().to_string());
     cmd.env("HOME", home.path())
+        .env("SUDO_UID", uid.to_string())
         .args(Exec::Docker.args())
         .args(["--workspace", &probe, "--disk", "unlimited", "x"]);
     let ran = run(&mut cmd);

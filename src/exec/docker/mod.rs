@@ -41,7 +41,7 @@ pub use client::connect;
 pub use config::{
     CONTAINER_WORKDIR, DEFAULT_CPUS, DEFAULT_DISK_BYTES, DEFAULT_HOME_SIZE_BYTES, DEFAULT_IMAGE,
     DEFAULT_MAX_RUN_SECS, DEFAULT_MEMORY_BYTES, DEFAULT_PIDS_LIMIT, DEFAULT_USER, DockerConfig,
-    SANDBOX_HOME, Ulimits, WorkspaceMode,
+    SANDBOX_HOME, Ulimits, WorkspaceMode, user_is_root,
 };
 // Every label name is public so tests build their queries and fakes on them.
 pub use container::{
@@ -63,7 +63,7 @@ use crate::exec::supervisor::run::FileFailure;
 use crate::exec::supervisor::{READY_LIMIT, run as sup_run};
 use crate::redact::Redactor;
 use client::{CALL_TIMEOUT, call, short};
-use config::{numeric_user, user_is_root};
+use config::numeric_user;
 use container::WorkspaceMount;
 use lifeline::Lifeline;
 use oom::OomCounter;
@@ -206,25 +206,11 @@ impl DockerExecutor {
                 Some(ws)
             }
         };
-        let src;
-        let mount = match &workspace {
-            None => WorkspaceMount::None,
-            Some(Workspace::Bind { host }) => {
-                src = host.to_string_lossy().into_owned();
-                WorkspaceMount::Bind(&src)
-            }
-            Some(Workspace::Disk { disk }) => {
-                src = disk
-                    .lock()
-                    .ok()
-                    .and_then(|d| {
-                        d.as_ref()
-                            .map(|d| d.mount_point().to_string_lossy().into_owned())
-                    })
-                    .unwrap_or_default();
-                WorkspaceMount::Bind(&src)
-            }
-            Some(Workspace::Copy { .. }) => WorkspaceMount::Volume,
+        let src = workspace.as_ref().and_then(Workspace::bind_source);
+        let mount = match (&workspace, &src) {
+            (None, _) => WorkspaceMount::None,
+            (Some(_), Some(src)) => WorkspaceMount::Bind(src),
+            (Some(_), None) => WorkspaceMount::Volume,
         };
         let ids = if user_is_root(&user) {
             Some((0, 0))
@@ -309,7 +295,12 @@ impl DockerExecutor {
             created = container::create_and_start(&docker, &name, body, upload, &mut fifo).await;
         }
         let (id, lifeline) = match created {
-            Ok(c) => c,
+            Ok(c) => {
+                if let Some(w) = &workspace {
+                    w.started();
+                }
+                c
+            }
             Err(e) => {
                 if let Some(Workspace::Disk { disk }) = &workspace
                     && let Some(d) = disk.lock().ok().and_then(|mut d| d.take())
@@ -535,6 +526,10 @@ impl DockerExecutor {
         if let Err(ExecError::Unrecoverable { detail }) = &r {
             self.set_unrecoverable(detail);
         }
+        // Before the next command, or anyone on the host, can use it.
+        if let Some(w) = &self.workspace {
+            w.strip().await?;
+        }
         r
     }
 
@@ -604,6 +599,11 @@ impl DockerExecutor {
         // If removal fails, `removed` stays false so Drop tries again.
         container::remove(&self.docker, &self.id).await?;
         self.removed.store(true, Ordering::SeqCst);
+        // Nothing of the sandbox runs any more: the last word on what it left.
+        let stripped = match &self.workspace {
+            Some(w) => w.strip().await,
+            None => Ok(()),
+        };
         // The proxy and its network next; a failure is reported after the
         // work is handed back (Egress's drop tries the removal again).
         let egress_removed = match &self.egress {
@@ -617,6 +617,7 @@ impl DockerExecutor {
                 finish_disk(d, collect).await?;
             }
         }
+        stripped?;
         egress_removed
     }
 }

@@ -10,13 +10,22 @@ use super::config::{DockerConfig, numeric_user, user_is_root};
 use super::gc;
 use crate::exec::ExecError;
 use crate::exec::disk::Disk;
+use crate::exec::nosuid::NosuidView;
+use crate::exec::strip::{self, Baseline};
 
 /// How the host workspace is tied to the container.
 #[derive(Debug)]
 pub(super) enum Workspace {
     /// Bind-mounted as it is (`--disk unlimited`, or runner is not root):
-    /// commands run as the directory's owner; nothing is chowned.
-    Bind { host: PathBuf },
+    /// commands run as the directory's owner; nothing is chowned. Through
+    /// a nosuid, nodev view when runner can mount one; what the sandbox
+    /// leaves that gives privileges on the host is stripped after every
+    /// command and at the end ([`crate::exec::strip`]).
+    Bind {
+        host: PathBuf,
+        view: std::sync::Mutex<Option<NosuidView>>,
+        baseline: Baseline,
+    },
     /// Copied into a size-limited filesystem which is bind-mounted, and
     /// copied back when the sandbox ends (`None` once it has been).
     Disk {
@@ -73,10 +82,91 @@ pub(super) async fn prepare_bind(
                     host_dir.display()
                 ));
             }
-            Ok(Workspace::Bind {
-                host: host_dir.to_path_buf(),
-            })
+            bind_as_it_is(host_dir, loosenings).await
         }
+    }
+}
+
+/// The bind of the directory itself: its baseline read, its view mounted.
+async fn bind_as_it_is(
+    host_dir: &std::path::Path,
+    loosenings: &mut Vec<String>,
+) -> Result<Workspace, ExecError> {
+    let host = host_dir.to_path_buf();
+    let (baseline, view) =
+        tokio::task::spawn_blocking(move || (strip::baseline(&host), NosuidView::new(&host)))
+            .await
+            .map_err(|e| ExecError::Spawn(format!("preparing the workspace: {e}")))?;
+    let baseline = baseline.map_err(|e| ExecError::Workspace(e.to_string()))?;
+    let view = match view {
+        Ok(v) => Some(v),
+        Err(e) => {
+            loosenings.push(format!(
+                "the workspace is not mounted nosuid ({e}): setuid files and file \
+                 capabilities the sandbox makes are only stripped after each command"
+            ));
+            None
+        }
+    };
+    Ok(Workspace::Bind {
+        host: host_dir.to_path_buf(),
+        view: std::sync::Mutex::new(view),
+        baseline,
+    })
+}
+
+impl Workspace {
+    /// What the engine bind-mounts, when the workspace is a bind.
+    pub(super) fn bind_source(&self) -> Option<String> {
+        let path = match self {
+            Workspace::Bind { host, view, .. } => view
+                .lock()
+                .ok()
+                .and_then(|v| v.as_ref().map(|v| v.path().to_path_buf()))
+                .unwrap_or_else(|| host.clone()),
+            Workspace::Disk { disk } => disk
+                .lock()
+                .ok()
+                .and_then(|d| d.as_ref().map(|d| d.mount_point().to_path_buf()))
+                .unwrap_or_default(),
+            Workspace::Copy { .. } => return None,
+        };
+        Some(path.to_string_lossy().into_owned())
+    }
+
+    /// The container runs with its own copy of the mount: the host's view
+    /// goes.
+    pub(super) fn started(&self) {
+        if let Workspace::Bind { view, .. } = self
+            && let Ok(mut v) = view.lock()
+            && let Some(v) = v.as_mut()
+        {
+            v.detach();
+        }
+    }
+
+    /// After a command, and once the sandbox is gone: takes privileges the
+    /// sandbox left out of a bind-mounted workspace.
+    pub(super) async fn strip(&self) -> Result<(), ExecError> {
+        let Workspace::Bind { host, baseline, .. } = self else {
+            return Ok(());
+        };
+        let (host, baseline) = (host.clone(), baseline.clone());
+        let done = tokio::task::spawn_blocking(move || strip::strip(&host, &baseline))
+            .await
+            .map_err(|e| ExecError::Spawn(format!("checking the workspace: {e}")))?;
+        let s = done.map_err(|e| {
+            ExecError::Workspace(format!("taking setuid bits out of the workspace: {e}"))
+        })?;
+        if !s.is_empty() {
+            tracing::warn!(
+                set_id = ?s.set_id,
+                capabilities = ?s.capabilities,
+                devices = ?s.devices,
+                "the sandbox left privileges in the workspace; taken out"
+            );
+        }
+        Ok(())
     }
 }
 
@@ -118,6 +208,9 @@ pub async fn recover_disks(docker: &Docker) -> crate::exec::disk::Recovered {
     .unwrap_or_default();
     for ws in &r.restored {
         tracing::warn!("gave a dead run's work back to {}", ws.display());
+    }
+    for v in crate::exec::nosuid::sweep_dead() {
+        tracing::warn!("unmounted a dead run's workspace view {}", v.display());
     }
     for e in &r.errors {
         tracing::warn!("recovering a dead run's workspace disk: {e}");
