@@ -17,6 +17,7 @@ mod support;
 mod command_timeout;
 mod disk;
 mod egress;
+mod escape;
 mod gc;
 mod kill;
 mod model_input;
