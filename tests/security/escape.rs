@@ -9,7 +9,9 @@
 //! core_pattern, mount and `unshare -Urm` then mount, mknod of the host
 //! disk and reading it, sysrq-trigger and /sys knobs, kernel modules, raw
 //! sockets, the runtime's binary through /proc/PID/exe (CVE-2019-5736),
-//! and ptrace of the supervisor. Every attempt must be refused, and the
+//! ptrace of the supervisor, and the calls runner's seccomp profile denies
+//! for the kernel code they reach (io_uring, keyrings, bpf, perf,
+//! userfaultfd). Every attempt must be refused, and the
 //! host must show no trace: a canary the test made is never read (its
 //! content is in no output, trajectory or report), no file appears where
 //! the attack drops one, the runtimes' binaries, runner's supervisor and
@@ -25,10 +27,12 @@
 //! The runtimes: the engine's default (runc), and runsc in `make test`'s
 //! second pass (`RUNNER_TEST_RUNTIME=runsc`). Eval's bookworm sandboxes
 //! run these probes on runsc too: the probe is python, which does not use
-//! the statx flags Debian's runsc refuses. gVisor's own kernel lets two
-//! first steps through that reach nothing of the host's: a new user
+//! the statx flags Debian's runsc refuses. gVisor's own kernel answers
+//! what reaches nothing of the host's: two first steps, a new user
 //! namespace (the mount in it is still refused) and a device node of its
-//! own (which reads ENXIO); those are [`GVISOR_STEPS`].
+//! own (which reads ENXIO), [`GVISOR_STEPS`]; and the kernel-surface calls,
+//! which reach gVisor's code, not the host kernel's (runsc applies no OCI
+//! seccomp profile unless registered with `--oci-seccomp`).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -46,7 +50,7 @@ const PROBE: &str = include_str!("../fixtures/escape/probe.py");
 /// Attacks every probe run must report on, so that one cut short or
 /// skipped is noticed: a line names the attack itself or one of its
 /// targets (`release_agent:/sys/fs/cgroup/...`).
-const ATTACKS: [&str; 22] = [
+const ATTACKS: [&str; 29] = [
     "open_by_handle_at:/etc/hostname",
     "open_by_handle_at:/.runner/supervisor",
     "mount-cgroup:memory",
@@ -69,6 +73,13 @@ const ATTACKS: [&str; 22] = [
     "proc-exe:1:O_PATH",
     "ptrace-attach",
     "ptrace-seize",
+    "io_uring_setup",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
 ];
 
 /// First steps gVisor's own kernel (the Sentry) lets through: a user
@@ -263,13 +274,14 @@ fn verdicts(output: &str) -> Vec<(&str, &str)> {
             let mut w = l.split_whitespace();
             Some((w.next()?, w.next()?))
         })
-        .filter(|(v, _)| ["BLOCKED", "ESCAPE-OK", "UNEXPECTED", "STEP"].contains(v))
+        .filter(|(v, _)| ["BLOCKED", "ESCAPE-OK", "UNEXPECTED", "STEP", "REACHED"].contains(v))
         .collect()
 }
 
 /// What is wrong with a probe's report, one line each: it did not run
-/// to its end, missed an attack, or an attack was not refused (gVisor's
-/// own first steps aside).
+/// to its end, missed an attack, or an attack was not refused (what
+/// gVisor's own kernel answers aside: its first steps and the
+/// kernel-surface calls).
 fn not_held(output: &str, who: &str) -> Vec<String> {
     if !output.contains("PROBE-DONE") {
         return vec![format!("{who}: the probe did not finish:\n{output}")];
@@ -281,6 +293,7 @@ fn not_held(output: &str, who: &str) -> Vec<String> {
         .filter(|l| match verdicts(l).first() {
             Some(("BLOCKED", _)) | None => false,
             Some(("STEP", a)) => !(gvisor && GVISOR_STEPS.contains(a)),
+            Some(("REACHED", _)) => !gvisor,
             Some(_) => true,
         })
         .map(|l| format!("{who}: {l}"))
