@@ -197,6 +197,9 @@ pub fn builder(recorded: &Value, args: &ContinueArgs) -> Result<ConfigBuilder, S
     s.user = r.string("user")?.unwrap_or_else(|| s.user.clone());
     s.writable_rootfs = r.bool("writable_rootfs")?.unwrap_or(s.writable_rootfs);
     s.workspace_mode = r.choice("workspace_mode")?.unwrap_or(s.workspace_mode);
+    // The filter comes from the command line alone: a run directory is the
+    // inside's to write, never a setting.
+    s.seccomp = args.seccomp.clone();
     // Recorded as null when unlimited; missing in an older trajectory.
     match recorded.get("disk_bytes") {
         Some(Value::Null) => s.disk = "unlimited".into(),

@@ -10,6 +10,7 @@ pub mod docker;
 pub mod egress;
 pub mod liveness;
 pub mod local;
+pub mod seccomp;
 pub mod shell;
 pub mod supervisor;
 pub mod tree;
@@ -304,9 +305,9 @@ pub trait Executor: Send + Sync {
     /// The sandbox's last command (a verifier's test.sh): runs `req` as
     /// `user` like [`Executor::execute_as`]; with `switch_user` it keeps
     /// CAP_SETUID and CAP_SETGID, so it can run code as yet another user
-    /// (`setpriv`), and root's file capabilities (CHOWN, DAC_OVERRIDE,
-    /// DAC_READ_SEARCH, FOWNER, FSETID), as Harbor's root verifier has
-    /// them; never CAP_KILL.
+    /// (`setpriv`), and root's file capabilities under the ceiling (CHOWN,
+    /// DAC_OVERRIDE, FOWNER, FSETID; never DAC_READ_SEARCH, see
+    /// `docker::CAPABILITY_CEILING`); never CAP_KILL.
     /// When it exits, every other process in the sandbox is killed by the
     /// sandbox itself before the exit is reported, so nothing it or the
     /// agent left running can write anything afterwards. The default runs

@@ -25,6 +25,7 @@ mod oom;
 mod redaction;
 mod rundir;
 mod runtime;
+mod seccomp;
 mod sigkill;
 mod supervisor;
 mod terminal;

@@ -156,15 +156,21 @@ fn runc_security_facts_in_run_started_match_docker_info_and_the_sandbox() {
     assert_eq!(sec["rootless"], has("rootless"), "{sec}");
     assert_eq!(sec["selinux"], has("selinux"), "{sec}");
     assert_eq!(sec["cgroup_version"], info["CgroupVersion"], "{sec}");
-    // Seccomp: the engine's profile name, and the kernel shows a filter.
+    // Seccomp: runner's own profile (issue 21), which the engine holds
+    // inline, and the kernel shows a filter.
     let profile = options
         .iter()
         .filter(|o| o.contains("name=seccomp"))
         .find_map(|o| o.split(',').find_map(|f| f.strip_prefix("profile=")))
         .map(str::to_string);
     match profile {
-        Some(prof) => {
-            assert_eq!(sec["seccomp"], prof.as_str(), "{sec}");
+        Some(_) => {
+            assert_eq!(sec["seccomp"], "runner", "{sec}");
+            assert_eq!(
+                sec["seccomp_profile_sha256"],
+                runner::exec::seccomp::RUNNER_PROFILE.sha256(),
+                "{sec}"
+            );
             assert_eq!(p.get("seccomp").map(String::as_str), Some("2"), "{out}");
         }
         None => assert!(

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::client::{CALL_TIMEOUT, call, short};
 use crate::exec::ExecError;
+use crate::exec::seccomp::{Seccomp, sha256_hex};
 
 /// Whose kernel serves the sandbox's system calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -206,10 +207,14 @@ pub struct SandboxSecurity {
     /// `host` (runc, crun: the host's kernel, behind namespaces) or
     /// `gvisor` (runsc: a user-space kernel between the sandbox and the host).
     pub kernel: Kernel,
-    /// The seccomp filter on the sandbox's system calls: `default` (the
-    /// engine's profile), `unconfined`, `custom`, `none`, or why it is not
-    /// applied.
+    /// The seccomp filter on the sandbox's system calls: `runner` (runner's
+    /// profile, the default), `default` (the engine's), `file <path>` (the
+    /// user's), `unconfined`, `custom...` (a profile runner did not send),
+    /// `none`, or why it is not applied.
     pub seccomp: String,
+    /// SHA-256 of the profile the engine holds for the container (from its
+    /// inspect), `None` when it uses its built-in one or none.
+    pub seccomp_profile_sha256: Option<String>,
     /// The AppArmor profile (`AppArmorProfile`), `null` when none applies.
     pub apparmor: Option<String>,
     /// Whether the engine labels containers for SELinux.
@@ -228,7 +233,8 @@ pub struct SandboxSecurity {
     pub cap_add: Vec<String>,
     pub readonly_rootfs: bool,
     pub network_mode: Option<String>,
-    /// `HostConfig.SecurityOpt` as the engine stored it.
+    /// `HostConfig.SecurityOpt` as the engine stored it, an inline seccomp
+    /// profile shown by its digest (`seccomp=sha256:<hex>`).
     pub security_opt: Vec<String>,
     /// The engine's `SecurityOptions`.
     pub engine_security_options: Vec<String>,
@@ -236,8 +242,13 @@ pub struct SandboxSecurity {
 }
 
 impl SandboxSecurity {
-    /// Combines the engine's facts with the container's inspect.
-    pub fn new(engine: &EngineInfo, c: &ContainerInspectResponse) -> SandboxSecurity {
+    /// Combines the engine's facts with the container's inspect, and the
+    /// profile runner asked for (named only when it is the one in force).
+    pub fn new(
+        engine: &EngineInfo,
+        c: &ContainerInspectResponse,
+        requested: &Seccomp,
+    ) -> SandboxSecurity {
         let hc = c.host_config.clone().unwrap_or_default();
         let runtime = hc
             .runtime
@@ -257,10 +268,15 @@ impl SandboxSecurity {
         };
         let privileged = hc.privileged == Some(true);
 
+        let inline = opt_value("seccomp").filter(|v| v != "unconfined");
+        let profile_sha = inline.as_deref().map(|v| sha256_hex(v.as_bytes()));
         let profile = match (privileged, opt_value("seccomp"), engine.option("seccomp")) {
             (true, _, _) => "unconfined (privileged)".to_string(),
             (_, Some(v), _) if v == "unconfined" => "unconfined".to_string(),
-            (_, Some(_), _) => "custom".to_string(),
+            (_, Some(_), _) => match requested.profile() {
+                Some(p) if profile_sha.as_deref() == Some(p.sha256()) => requested.label(),
+                _ => "custom (not the profile runner sent)".to_string(),
+            },
             (_, None, Some(f)) => f
                 .get("profile")
                 .cloned()
@@ -324,7 +340,14 @@ impl SandboxSecurity {
             cap_add: hc.cap_add.clone().unwrap_or_default(),
             readonly_rootfs: hc.readonly_rootfs == Some(true),
             network_mode: hc.network_mode.clone(),
-            security_opt,
+            security_opt: security_opt
+                .iter()
+                .map(|o| match (o.strip_prefix("seccomp="), &profile_sha) {
+                    (Some(v), Some(sha)) if v != "unconfined" => format!("seccomp=sha256:{sha}"),
+                    _ => o.clone(),
+                })
+                .collect(),
+            seccomp_profile_sha256: profile_sha,
             engine_security_options: engine.security_options.clone(),
             engine_version: engine.version.clone(),
         }
@@ -336,6 +359,7 @@ pub async fn inspect_security(
     docker: &Docker,
     id: &str,
     engine: &EngineInfo,
+    requested: &Seccomp,
 ) -> Result<SandboxSecurity, ExecError> {
     let c = call(
         "inspect container",
@@ -344,7 +368,7 @@ pub async fn inspect_security(
         docker.inspect_container(id, None),
     )
     .await?;
-    Ok(SandboxSecurity::new(engine, &c))
+    Ok(SandboxSecurity::new(engine, &c, requested))
 }
 
 #[cfg(test)]
@@ -423,13 +447,14 @@ mod tests {
             }),
             ..Default::default()
         };
-        let runc = SandboxSecurity::new(&e, &inspect("runc"));
+        let runc = SandboxSecurity::new(&e, &inspect("runc"), &Seccomp::EngineDefault);
         assert_eq!(runc.kernel, Kernel::Host);
         assert_eq!(runc.seccomp, "default");
+        assert_eq!(runc.seccomp_profile_sha256, None);
         assert_eq!(runc.apparmor, None);
         assert!(runc.no_new_privileges && !runc.userns && runc.readonly_rootfs);
         assert_eq!(runc.cgroupns, "host");
-        let gv = SandboxSecurity::new(&e, &inspect("runsc"));
+        let gv = SandboxSecurity::new(&e, &inspect("runsc"), &Seccomp::EngineDefault);
         assert_eq!(gv.kernel, Kernel::Gvisor);
         assert!(gv.seccomp.starts_with("not applied"), "{}", gv.seccomp);
         assert_eq!(gv.runtime_args, ["--platform=ptrace", "--network=none"]);
@@ -440,12 +465,49 @@ mod tests {
             }),
             ..Default::default()
         };
-        let u = SandboxSecurity::new(&e, &unconfined);
+        let u = SandboxSecurity::new(&e, &unconfined, &Seccomp::Runner);
         assert_eq!(
             (u.runtime.as_str(), u.seccomp.as_str()),
             ("runc", "unconfined")
         );
         assert!(!u.no_new_privileges);
+    }
+
+    #[test]
+    fn an_inline_profile_is_named_only_when_it_is_the_one_sent() {
+        let e = engine();
+        let runner = crate::exec::seccomp::RUNNER_PROFILE.clone();
+        let inspect = |opt: &str| ContainerInspectResponse {
+            host_config: Some(HostConfig {
+                security_opt: Some(vec!["no-new-privileges:true".into(), opt.into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let sent = inspect(&format!("seccomp={}", runner.json()));
+        let s = SandboxSecurity::new(&e, &sent, &Seccomp::Runner);
+        assert_eq!(s.seccomp, "runner");
+        assert_eq!(s.seccomp_profile_sha256.as_deref(), Some(runner.sha256()));
+        assert_eq!(
+            s.security_opt,
+            [
+                "no-new-privileges:true".to_string(),
+                format!("seccomp=sha256:{}", runner.sha256())
+            ]
+        );
+        let other = SandboxSecurity::new(&e, &inspect("seccomp={}"), &Seccomp::Runner);
+        assert!(other.seccomp.starts_with("custom"), "{}", other.seccomp);
+        let mut rt = inspect(&format!("seccomp={}", runner.json()));
+        if let Some(hc) = rt.host_config.as_mut() {
+            hc.runtime = Some("runsc".into());
+        }
+        let gv = SandboxSecurity::new(&e, &rt, &Seccomp::Runner);
+        assert!(
+            gv.seccomp.starts_with("not applied: runsc"),
+            "{}",
+            gv.seccomp
+        );
+        assert!(gv.seccomp.contains("(runner)"), "{}", gv.seccomp);
     }
 
     #[test]
