@@ -20,6 +20,7 @@ mod egress;
 mod gc;
 mod kill;
 mod model_input;
+mod neutral_paths;
 mod oom;
 mod redaction;
 mod rundir;
