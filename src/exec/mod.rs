@@ -8,6 +8,7 @@ pub mod capture;
 pub mod disk;
 pub mod docker;
 pub mod egress;
+pub mod host_dirs;
 pub mod liveness;
 pub mod local;
 pub mod seccomp;

@@ -21,6 +21,7 @@ mod escape;
 mod gc;
 mod kill;
 mod model_input;
+mod neutral_paths;
 mod oom;
 mod redaction;
 mod rundir;
