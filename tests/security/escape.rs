@@ -403,9 +403,9 @@ fn a_root_test_sh_and_a_root_agent_escape_nowhere_in_any_grading_mode() {
         problems.extend(not_held(&agent, &format!("root agent, --grading {mode}")));
         let seen = everything_written(r, &[d.path().to_path_buf(), d.home()]);
         problems.extend(bait.traces(&seen, &format!("eval --grading {mode}")));
-        assert_supervisor_intact(d);
     }
     problems.extend(host.changed("eval"));
+    problems.extend(supervisor_changed());
     assert_none(&problems);
 }
 
@@ -445,35 +445,24 @@ fn a_root_agent_and_uid_1000_escape_nowhere() {
         problems.extend(not_held(&output, who));
         let seen = everything_written(&r, &[d.path().to_path_buf(), d.home()]);
         problems.extend(bait.traces(&seen, who));
-        assert_supervisor_intact(&d);
     }
     problems.extend(host.changed("plain runs"));
+    problems.extend(supervisor_changed());
     assert_none(&problems);
 }
 
-/// The host's copies of the supervisor that `d`'s runs mounted into their
-/// sandboxes are still runner's own bytes.
-fn assert_supervisor_intact(d: &Dir) {
-    let copies: Vec<PathBuf> = walk(&d.home())
-        .into_iter()
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("supervisor"))
-        })
-        .collect();
-    assert!(
-        !copies.is_empty(),
-        "no installed supervisor under {}",
-        d.home().display()
-    );
-    for p in copies {
-        let bytes = std::fs::read(&p).expect("read the installed supervisor");
-        assert!(
-            bytes == runner::exec::supervisor::binary::SUPERVISOR,
-            "the host's supervisor {} was changed from inside a sandbox",
-            p.display()
-        );
+/// One line if the host's copy of the supervisor, which every sandbox
+/// mounts, is no longer runner's own bytes.
+fn supervisor_changed() -> Vec<String> {
+    let path = runner::exec::supervisor::binary::installed().expect("the installed supervisor");
+    let bytes = std::fs::read(&path).expect("read the installed supervisor");
+    if bytes == runner::exec::supervisor::binary::SUPERVISOR {
+        return Vec::new();
     }
+    vec![format!(
+        "the host's supervisor {} was changed from inside a sandbox",
+        path.display()
+    )]
 }
 
 /// The probe itself: its verdicts parse and a line naming a target of an
