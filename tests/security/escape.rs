@@ -19,8 +19,10 @@
 //! /etc/shadow is anywhere in what runner wrote.
 //!
 //! The principals: a root `tests/test.sh` (eval's verifier, which holds the
-//! most) in each of the four grading modes, with the root agent of the
-//! same attempts (the oracle's solve.sh as `--user 0:0`); a root agent of
+//! most) in each of the four grading modes, and once more under the
+//! engine's own profile (`--seccomp default`: the capability ceiling alone
+//! must stop Shocker there), with the root agent of the same attempts (the
+//! oracle's solve.sh as `--user 0:0`); a root agent of
 //! a plain run (`--user 0:0 --writable-rootfs`, the scripted model's
 //! command); and uid 1000, the default sandbox user.
 //!
@@ -273,22 +275,33 @@ fn verdicts(output: &str) -> Vec<(&str, &str)> {
         .collect()
 }
 
+/// The seccomp profile a probe ran under.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Filter {
+    /// runner's own (the default): the kernel-surface calls are denied.
+    Runner,
+    /// `--seccomp default`, the engine's: a loosening that lets io_uring
+    /// through; the capability ceiling alone must still stop the rest.
+    EngineDefault,
+}
+
 /// What is wrong with a probe's report, one line each: it did not run
-/// to its end, missed an attack, or an attack was not refused (what
-/// gVisor's own kernel answers aside: its first steps and the
-/// kernel-surface calls).
-fn not_held(output: &str, who: &str) -> Vec<String> {
+/// to its end or on the kernel under test, missed an attack, or an attack
+/// was not refused (what gVisor's own kernel answers aside: its first
+/// steps and the kernel-surface calls).
+fn not_held(output: &str, who: &str, filter: Filter) -> Vec<String> {
     if !output.contains("PROBE-DONE") {
         return vec![format!("{who}: the probe did not finish:\n{output}")];
     }
     let gvisor = test_runtime().as_deref() == Some("runsc");
+    let surface_open = gvisor || filter == Filter::EngineDefault;
     let lines = verdicts(output);
     let mut out: Vec<String> = output
         .lines()
         .filter(|l| match verdicts(l).first() {
             Some(("BLOCKED", _)) | None => false,
             Some(("STEP", a)) => !(gvisor && GVISOR_STEPS.contains(a)),
-            Some(("REACHED", _)) => !gvisor,
+            Some(("REACHED", _)) => !surface_open,
             Some(_) => true,
         })
         .map(|l| format!("{who}: {l}"))
@@ -301,6 +314,24 @@ fn not_held(output: &str, who: &str) -> Vec<String> {
         {
             out.push(format!("{who}: the probe reported nothing on {attack}"));
         }
+    }
+    // The engine's profile lets io_uring through: its absence would mean
+    // the run was not under that profile at all.
+    let reached = lines.iter().any(|(v, _)| *v == "REACHED");
+    if filter == Filter::EngineDefault && !gvisor && !reached {
+        out.push(format!(
+            "{who}: no call reached the kernel: not the engine's profile?"
+        ));
+    }
+    let host_release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .expect("the host's kernel release")
+        .trim()
+        .to_string();
+    let on_host_kernel = output.contains(&format!("release={host_release}\n"));
+    if on_host_kernel == gvisor {
+        out.push(format!(
+            "{who}: the probe ran on the wrong kernel (gVisor expected: {gvisor}):\n{output}"
+        ));
     }
     out
 }
@@ -356,33 +387,37 @@ fn attempt_file(d: &Dir, rel: &str, ran: &Ran) -> String {
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {p:?}: {e}{}", ran.explain()))
 }
 
+/// The eval runs: each grading mode under runner's profile, and shared
+/// grading under the engine's own, where the capability ceiling alone
+/// must stop Shocker.
+const EVAL_RUNS: [(&str, Filter); 5] = [
+    ("--grading shared", Filter::Runner),
+    ("--grading separate", Filter::Runner),
+    ("--grading snapshot", Filter::Runner),
+    ("--grading isolated", Filter::Runner),
+    ("--grading shared --seccomp default", Filter::EngineDefault),
+];
+
 /// Done-when of issue 21: `runner eval` of a task whose root test.sh runs
 /// the escapes (Shocker first) writes nothing on the host in any grading
-/// mode, and neither does its root agent. The four suites run at once.
+/// mode, and neither does its root agent. The suites run at once.
 #[test]
 fn a_root_test_sh_and_a_root_agent_escape_nowhere_in_any_grading_mode() {
     let _g = prelude();
     let host = HostFiles::new();
-    let modes = ["shared", "separate", "snapshot", "isolated"];
-    let dirs: Vec<(Dir, Bait)> = modes.iter().map(|_| (Dir::new(), Bait::new())).collect();
+    let dirs: Vec<(Dir, Bait)> = EVAL_RUNS
+        .iter()
+        .map(|_| (Dir::new(), Bait::new()))
+        .collect();
     let ran: Vec<(Ran, u32)> = std::thread::scope(|s| {
-        let handles: Vec<_> = modes
+        let handles: Vec<_> = EVAL_RUNS
             .iter()
             .zip(&dirs)
-            .map(|(mode, (d, bait))| {
+            .map(|((flags, _), (d, bait))| {
                 escape_task(d.path(), bait);
-                let cmd = eval_cmd(
-                    d,
-                    &[
-                        "escape",
-                        "--agent",
-                        "oracle",
-                        "--user",
-                        "0:0",
-                        "--grading",
-                        mode,
-                    ],
-                );
+                let mut args = vec!["escape", "--agent", "oracle", "--user", "0:0"];
+                args.extend(flags.split(' '));
+                let cmd = eval_cmd(d, &args);
                 s.spawn(move || run_with_pid(cmd))
             })
             .collect();
@@ -392,17 +427,18 @@ fn a_root_test_sh_and_a_root_agent_escape_nowhere_in_any_grading_mode() {
             .collect()
     });
     let mut problems = Vec::new();
-    for ((mode, (d, bait)), (r, pid)) in modes.iter().zip(&dirs).zip(&ran) {
+    for (((flags, filter), (d, bait)), (r, pid)) in EVAL_RUNS.iter().zip(&dirs).zip(&ran) {
         assert_clean(*pid, &r.desc);
         let verifier = attempt_file(d, "verifier.log", r);
         let agent = attempt_file(d, "outputs/oracle.log", r);
         problems.extend(not_held(
             &verifier,
-            &format!("root test.sh, --grading {mode}"),
+            &format!("root test.sh, {flags}"),
+            *filter,
         ));
-        problems.extend(not_held(&agent, &format!("root agent, --grading {mode}")));
+        problems.extend(not_held(&agent, &format!("root agent, {flags}"), *filter));
         let seen = everything_written(r, &[d.path().to_path_buf(), d.home()]);
-        problems.extend(bait.traces(&seen, &format!("eval --grading {mode}")));
+        problems.extend(bait.traces(&seen, &format!("eval {flags}")));
     }
     problems.extend(host.changed("eval"));
     problems.extend(supervisor_changed());
@@ -442,7 +478,7 @@ fn a_root_agent_and_uid_1000_escape_nowhere() {
             .and_then(|e| e["output"].as_str())
             .unwrap_or_default()
             .to_string();
-        problems.extend(not_held(&output, who));
+        problems.extend(not_held(&output, who, Filter::Runner));
         let seen = everything_written(&r, &[d.path().to_path_buf(), d.home()]);
         problems.extend(bait.traces(&seen, who));
     }
