@@ -29,4 +29,5 @@ mod seccomp;
 mod sigkill;
 mod supervisor;
 mod terminal;
+mod userns;
 mod workspace;
