@@ -114,6 +114,18 @@ pub enum ExecError {
     Unrecoverable { detail: String },
     #[error("refused: {0}")]
     Refused(String),
+    /// With userns-remap, a workspace bound as it is (`--disk unlimited`)
+    /// whose owner is outside the engine's remapped range.
+    #[error(
+        "the engine remaps users (userns-remap) from {base_uid}:{base_gid}: the sandbox cannot own the workspace {path} (owned by {uid}:{gid}, outside that range)"
+    )]
+    RemappedWorkspace {
+        path: String,
+        uid: u32,
+        gid: u32,
+        base_uid: u32,
+        base_gid: u32,
+    },
     #[error("workspace: {0}")]
     Workspace(String),
     #[error("this sandbox cannot {0}")]
@@ -181,6 +193,13 @@ impl ExecError {
                     .to_string(),
             ),
             ExecError::ImageUnavailable { image, .. } => Some(image_hint(image)),
+            ExecError::RemappedWorkspace {
+                base_uid, base_gid, ..
+            } => Some(format!(
+                "drop --disk unlimited (runner then copies the workspace onto a disk the sandbox \
+                 owns), or give the directory to the remapped range: `chown -R {base_uid}:{base_gid} DIR` \
+                 (the sandbox's root)"
+            )),
             ExecError::ShellUnavailable { .. } => Some(
                 "run with --shell fresh, or use an image (or a PATH) that has bash".to_string(),
             ),

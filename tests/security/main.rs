@@ -30,4 +30,5 @@ mod seccomp;
 mod sigkill;
 mod supervisor;
 mod terminal;
+mod userns;
 mod workspace;

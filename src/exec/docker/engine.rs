@@ -78,6 +78,9 @@ pub struct EngineInfo {
     /// Raw `SecurityOptions`, e.g. `name=seccomp,profile=default`.
     pub security_options: Vec<String>,
     pub cgroup_version: Option<String>,
+    /// `DockerRootDir`: with userns-remap it ends in `<uid>.<gid>`, the
+    /// host ids the sandbox's root is.
+    pub docker_root_dir: Option<String>,
 }
 
 /// How to make a runtime known to the engine, for error hints.
@@ -117,6 +120,7 @@ impl EngineInfo {
                 .cgroup_version
                 .map(|v| v.to_string())
                 .filter(|v| !v.is_empty()),
+            docker_root_dir: info.docker_root_dir,
         }
     }
 
@@ -176,6 +180,20 @@ impl EngineInfo {
         self.option("userns").is_some()
     }
 
+    /// With userns-remap: the host uid and gid of the sandbox's root (the
+    /// start of the engine's subordinate range), read from the engine's
+    /// root directory (`<data-root>/<uid>.<gid>`); `None` without a remap
+    /// or when the engine does not say.
+    pub fn remap(&self) -> Option<(u32, u32)> {
+        if !self.remaps_users() {
+            return None;
+        }
+        let dir = self.docker_root_dir.as_deref()?;
+        let last = std::path::Path::new(dir).file_name()?.to_str()?;
+        let (u, g) = last.split_once('.')?;
+        Some((u.parse().ok()?, g.parse().ok()?))
+    }
+
     fn option(&self, name: &str) -> Option<BTreeMap<String, String>> {
         self.security_options.iter().find_map(|opt| {
             let mut fields = BTreeMap::new();
@@ -222,6 +240,9 @@ pub struct SandboxSecurity {
     /// Whether root in the sandbox is an unprivileged uid on the host
     /// (the engine's userns-remap).
     pub userns: bool,
+    /// With `userns`: the host `uid:gid` the sandbox's root is (the
+    /// engine's remapped range starts there).
+    pub userns_remap: Option<String>,
     /// Whether the engine itself runs without root.
     pub rootless: bool,
     /// `private` or `host` cgroup namespace.
@@ -331,6 +352,10 @@ impl SandboxSecurity {
             apparmor,
             selinux: engine.option("selinux").is_some(),
             userns,
+            userns_remap: engine
+                .remap()
+                .filter(|_| userns)
+                .map(|(u, g)| format!("{u}:{g}")),
             rootless: engine.option("rootless").is_some(),
             cgroupns,
             cgroup_version: engine.cgroup_version.clone(),
@@ -398,6 +423,7 @@ mod tests {
             ]),
             security_options: vec!["name=seccomp,profile=default".into()],
             cgroup_version: Some("1".into()),
+            docker_root_dir: Some("/var/lib/docker".into()),
         }
     }
 
@@ -508,6 +534,21 @@ mod tests {
             gv.seccomp
         );
         assert!(gv.seccomp.contains("(runner)"), "{}", gv.seccomp);
+    }
+
+    #[test]
+    fn the_remap_is_read_from_the_engines_root_directory() {
+        let mut e = EngineInfo {
+            security_options: vec!["name=userns".into()],
+            docker_root_dir: Some("/var/lib/docker/100000.100000".into()),
+            ..Default::default()
+        };
+        assert_eq!(e.remap(), Some((100000, 100000)));
+        e.docker_root_dir = Some("/var/lib/docker".into());
+        assert_eq!(e.remap(), None);
+        e.security_options.clear();
+        e.docker_root_dir = Some("/x/5.6".into());
+        assert_eq!(e.remap(), None, "no userns option, no remap");
     }
 
     #[test]

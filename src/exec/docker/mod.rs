@@ -202,7 +202,8 @@ impl DockerExecutor {
             }
             Some(p) => {
                 let host_dir = p.canonicalize()?;
-                let ws = prepare_bind(&cfg, &host_dir, &mut user, &mut loosenings).await?;
+                let ws = prepare_bind(&cfg, &host_dir, &mut user, &mut loosenings, engine.remap())
+                    .await?;
                 Some(ws)
             }
         };
