@@ -11,20 +11,20 @@
 //! sockets, the runtime's binary through /proc/PID/exe (CVE-2019-5736),
 //! ptrace of the supervisor, and the calls runner's seccomp profile denies
 //! for the kernel code they reach (io_uring, keyrings, bpf, perf,
-//! userfaultfd). Every attempt must be refused, and the
-//! host must show no trace: a canary the test made is never read (its
-//! content is in no output, trajectory or report), no file appears where
-//! the attack drops one, the runtimes' binaries, runner's supervisor and
-//! the host-wide knobs are unchanged, and no line of the host's
-//! /etc/shadow is anywhere in what runner wrote.
+//! userfaultfd). Every attempt must be refused, and the host must show no
+//! trace: a canary the test made is never read (its content is in no
+//! output, trajectory or report), no file appears where the attack drops
+//! one, the runtimes' binaries, runner's supervisor and the host-wide
+//! knobs are unchanged, and no line of the host's /etc/shadow is anywhere
+//! in what runner wrote.
 //!
 //! The principals: a root `tests/test.sh` (eval's verifier, which holds the
 //! most) in each of the four grading modes, and once more under the
 //! engine's own profile (`--seccomp default`: the capability ceiling alone
 //! must stop Shocker there), with the root agent of the same attempts (the
-//! oracle's solve.sh as `--user 0:0`); a root agent of
-//! a plain run (`--user 0:0 --writable-rootfs`, the scripted model's
-//! command); and uid 1000, the default sandbox user.
+//! oracle's solve.sh as `--user 0:0`); a root agent of a plain run
+//! (`--user 0:0 --writable-rootfs`, the scripted model's command); and
+//! uid 1000, the default sandbox user.
 //!
 //! The runtimes: the engine's default (runc), and runsc in `make test`'s
 //! second pass (`RUNNER_TEST_RUNTIME=runsc`). Eval's bookworm sandboxes
