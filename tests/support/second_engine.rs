@@ -1,9 +1,9 @@
 //! A Docker engine of a test's own, beside the shared one: its own
 //! `dockerd` (data root, exec root, pid file and unix socket under a temp
-//! dir, its own containerd, no bridge, no iptables, the vfs driver), for
-//! settings a test must not change on the engine other engineers use
-//! (`--userns-remap`). It is stopped (by its own pid) and everything of it
-//! removed when dropped.
+//! dir, its own containerd and network namespace, no bridge, no iptables,
+//! the vfs driver), for settings a test must not change on the engine
+//! other engineers use (`--userns-remap`). It is stopped (by its own pid)
+//! and everything of it removed when dropped.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -48,7 +48,12 @@ impl SecondEngine {
         std::fs::write(p.join("daemon.json"), conf.to_string()).expect("daemon.json");
         let log = std::fs::File::create(p.join("dockerd.log")).expect("log");
         let path = |name: &str| p.join(name).display().to_string();
-        let child = Command::new("dockerd")
+        // In a network namespace of its own: a dockerd started with
+        // `--bridge=none` deletes the host's `docker0` (moby's
+        // removeDefaultBridgeInterface), which is the shared engine's bridge.
+        // unshare execs dockerd, so the child's pid is dockerd's.
+        let child = Command::new("unshare")
+            .args(["--net", "--", "dockerd"])
             .args(["--config-file", &path("daemon.json")])
             .args(["--data-root", &path("data")])
             .args(["--exec-root", &path("exec")])
