@@ -110,7 +110,7 @@ impl SecondEngine {
 
     /// Copies `image` from the shared engine into this one.
     pub fn load(&self, image: &str) {
-        let save = Command::new("docker")
+        let mut save = Command::new("docker")
             .args(["save", image])
             .stdout(Stdio::piped())
             .spawn()
@@ -118,11 +118,12 @@ impl SecondEngine {
         let out = Command::new("docker")
             .env("DOCKER_HOST", self.host())
             .arg("load")
-            .stdin(save.stdout.expect("save's stdout"))
+            .stdin(save.stdout.take().expect("save's stdout"))
             .output()
             .expect("docker load");
+        let saved = save.wait().expect("wait for docker save");
         assert!(
-            out.status.success(),
+            out.status.success() && saved.success(),
             "loading {image} into the test's engine: {}",
             String::from_utf8_lossy(&out.stderr)
         );
