@@ -52,7 +52,7 @@ pub enum Command {
     /// Write one self-contained HTML page (no network needed) for a run directory or an eval output directory.
     View(ViewArgs),
     /// Continue a run that completed, hit a limit or was interrupted: its conversation is rebuilt from RUN_DIR's trajectory, MESSAGE added, and the loop goes on in a fresh sandbox on the same workspace, appending to the same trajectory.
-    Continue(ContinueArgs),
+    Continue(Box<ContinueArgs>),
 }
 
 /// Flags of `runner continue`. Every setting not given here is the

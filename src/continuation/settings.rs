@@ -227,7 +227,7 @@ mod tests {
         let mut full = vec!["runner", "continue", "runs/x"];
         full.extend_from_slice(argv);
         match Cli::try_parse_from(full).expect("parses").command {
-            Some(Command::Continue(a)) => a,
+            Some(Command::Continue(a)) => *a,
             other => panic!("not continue: {other:?}"),
         }
     }

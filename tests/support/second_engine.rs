@@ -105,7 +105,7 @@ impl SecondEngine {
 
     /// Copies `image` from the shared engine into this one.
     pub fn load(&self, image: &str) {
-        let save = Command::new("docker")
+        let mut save = Command::new("docker")
             .args(["save", image])
             .stdout(Stdio::piped())
             .spawn()
@@ -113,9 +113,11 @@ impl SecondEngine {
         let out = Command::new("docker")
             .env("DOCKER_HOST", self.host())
             .arg("load")
-            .stdin(save.stdout.expect("save's stdout"))
+            .stdin(save.stdout.take().expect("save's stdout"))
             .output()
             .expect("docker load");
+        let saved = save.wait().expect("docker save");
+        assert!(saved.success(), "docker save {image} failed");
         assert!(
             out.status.success(),
             "loading {image} into the test's engine: {}",
