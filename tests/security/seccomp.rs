@@ -17,7 +17,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::binary::{Dir, bash, kv, of_type, outcome, run, script, walk};
+use crate::support::binary::{
+    Dir, bash, first_tool_output, kv, of_type, outcome, run, script, walk,
+};
 use crate::support::docker::{BOOKWORM, require_images, runtime_args, test_runtime};
 use crate::support::eval::{eval, prelude, report, statuses, task, toml};
 
@@ -131,10 +133,7 @@ fn root_agent(d: &Dir, command: &str, extra: &[&str]) -> crate::support::binary:
 fn result_and_security(r: &crate::support::binary::Ran) -> (String, Value) {
     let events = r.events();
     assert_eq!(outcome(&events), "completed", "{}", r.explain());
-    let out = of_type(&events, "tool_result")[0]["output"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let out = first_tool_output(&events);
     let started = of_type(&events, "run_started")[0].clone();
     (out, started["config"]["sandbox_security"].clone())
 }
