@@ -264,6 +264,20 @@ mod tests {
     }
 
     #[test]
+    fn the_seccomp_profile_comes_from_the_command_line_only() {
+        let recorded = serde_json::json!({"provider": "scripted", "script": "/tmp/s.json", "seccomp": "default"});
+        let b = builder(&recorded, &args(&[])).expect("ok");
+        assert_eq!(
+            b.sandbox.seccomp, "runner",
+            "a recorded loosening is not taken"
+        );
+        let b = builder(&recorded, &args(&["--seccomp", "default"])).expect("ok");
+        assert_eq!(b.sandbox.seccomp, "default");
+        let config = b.build().expect("valid");
+        assert_eq!(config.public_json()["seccomp"], "default");
+    }
+
+    #[test]
     fn another_provider_drops_the_runs_model_and_url() {
         let recorded = serde_json::json!({"provider": "anthropic", "model": "claude-x",
             "base_url": "http://127.0.0.1:1"});

@@ -43,7 +43,7 @@ use runner::exec::seccomp::DENIED_SYSCALLS;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::support::binary::{Dir, Ran, bash, of_type, run, script, walk};
+use crate::support::binary::{Dir, Ran, bash, first_tool_output, run, script, walk};
 use crate::support::docker::{BOOKWORM, require_images, runtime_args, test_runtime};
 use crate::support::eval::{assert_clean, eval_cmd, prelude, run_with_pid, task, toml};
 use crate::support::serial::serial;
@@ -472,12 +472,7 @@ fn a_root_agent_and_uid_1000_escape_nowhere() {
             .arg("escape the sandbox");
         let r = run(&mut c);
         r.expect_code(0);
-        let events = r.events();
-        let output = of_type(&events, "tool_result")
-            .first()
-            .and_then(|e| e["output"].as_str())
-            .unwrap_or_default()
-            .to_string();
+        let output = first_tool_output(&r.events());
         problems.extend(not_held(&output, who, Filter::Runner));
         let seen = everything_written(&r, &[d.path().to_path_buf(), d.home()]);
         problems.extend(bait.traces(&seen, who));

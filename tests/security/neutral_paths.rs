@@ -11,7 +11,7 @@
 
 use serde_json::json;
 
-use crate::support::binary::{Dir, bash, of_type, outcome, run, script};
+use crate::support::binary::{Dir, bash, first_tool_output, outcome, run, script};
 use crate::support::docker::{TINY, require_images, runtime_args};
 
 /// Words no mount source of a sandbox may hold.
@@ -51,10 +51,7 @@ fn mountinfo_as(user: &str) -> String {
     r.expect_code(0);
     let events = r.events();
     assert_eq!(outcome(&events), "completed", "{}", r.explain());
-    of_type(&events, "tool_result")[0]["output"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
+    first_tool_output(&events)
 }
 
 #[test]

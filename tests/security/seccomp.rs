@@ -17,7 +17,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::binary::{Dir, bash, kv, of_type, outcome, run, script, walk};
+use crate::support::binary::{
+    Dir, bash, first_tool_output, kv, of_type, outcome, run, script, walk,
+};
 use crate::support::docker::{BOOKWORM, require_images, runtime_args, test_runtime};
 use crate::support::eval::{eval, prelude, report, statuses, task, toml};
 
@@ -131,10 +133,7 @@ fn root_agent(d: &Dir, command: &str, extra: &[&str]) -> crate::support::binary:
 fn result_and_security(r: &crate::support::binary::Ran) -> (String, Value) {
     let events = r.events();
     assert_eq!(outcome(&events), "completed", "{}", r.explain());
-    let out = of_type(&events, "tool_result")[0]["output"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let out = first_tool_output(&events);
     let started = of_type(&events, "run_started")[0].clone();
     (out, started["config"]["sandbox_security"].clone())
 }
@@ -174,6 +173,15 @@ fn a_root_agent_cannot_open_the_hosts_root_by_handle_nor_reach_the_filtered_call
 #[test]
 fn a_root_verifier_holds_no_dac_read_search_and_cannot_open_the_hosts_root() {
     let _g = prelude();
+    // In every grading mode test.sh runs as root with the files'
+    // capabilities runner lends it (issue 21: in each one it read the
+    // host's files through open_by_handle_at).
+    for mode in ["shared", "separate", "snapshot", "isolated"] {
+        verifier_in_mode(mode);
+    }
+}
+
+fn verifier_in_mode(mode: &str) {
     let m = marker();
     let d = Dir::new();
     let test_sh = format!(
@@ -193,18 +201,23 @@ fn a_root_verifier_holds_no_dac_read_search_and_cannot_open_the_hosts_root() {
             ("tests/test.sh", &test_sh),
         ],
     );
-    let r = eval(&d, &["tasks", "--agent", "oracle"]);
+    let r = eval(&d, &["tasks", "--agent", "oracle", "--grading", mode]);
     let rep = report(&d, &r);
     let probe = walk(&d.path().join("runs/eval"))
         .into_iter()
         .find(|p| p.file_name().is_some_and(|n| n == "verifier.log"))
         .and_then(|p| std::fs::read_to_string(p).ok())
-        .unwrap_or_else(|| panic!("no verifier.log in the attempt's directory{}", r.explain()));
-    assert_contained(&probe, &m, "a root test.sh");
+        .unwrap_or_else(|| {
+            panic!(
+                "{mode}: no verifier.log in the attempt's directory{}",
+                r.explain()
+            )
+        });
+    assert_contained(&probe, &m, &format!("a root test.sh ({mode} grading)"));
     assert_eq!(
         statuses(&rep),
         vec![("shocker".to_string(), "pass".to_string(), Some(1.0))],
-        "{}",
+        "{mode}: {}",
         r.explain()
     );
     // The report says which filter held the attempt.
@@ -217,12 +230,12 @@ fn a_root_verifier_holds_no_dac_read_search_and_cannot_open_the_hosts_root() {
             "{a}"
         );
     } else {
-        assert_eq!(a["seccomp"], "runner", "{a}");
+        assert_eq!(a["seccomp"], "runner", "{mode}: {a}");
     }
     assert_eq!(
         a["seccomp_profile_sha256"],
         runner::exec::seccomp::RUNNER_PROFILE.sha256(),
-        "{a}"
+        "{mode}: {a}"
     );
 }
 

@@ -12,7 +12,7 @@ use std::os::unix::fs::MetadataExt;
 
 use serde_json::{Value, json};
 
-use crate::support::binary::{Dir, bash, of_type, outcome, run, script};
+use crate::support::binary::{Dir, bash, first_tool_output, of_type, outcome, run, script};
 use crate::support::docker::{TINY, require_images, runtime_args};
 use crate::support::second_engine::SecondEngine;
 
@@ -87,10 +87,7 @@ fn under_userns_remap_root_in_the_sandbox_is_a_remapped_uid_on_the_host() {
     r.expect_code(0);
     let events = r.events();
     assert_eq!(outcome(&events), "completed", "{}", r.explain());
-    let out = of_type(&events, "tool_result")[0]["output"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let out = first_tool_output(&events);
     assert!(out.starts_with("0\n") && out.contains("made"), "{out}");
     let made = std::fs::metadata(ws.path().join("made-by-root")).expect("made-by-root");
     assert_eq!(

@@ -121,9 +121,10 @@ impl SecondEngine {
             .stdin(save.stdout.take().expect("save's stdout"))
             .output()
             .expect("docker load");
-        let saved = save.wait().expect("wait for docker save");
+        let saved = save.wait().expect("docker save");
+        assert!(saved.success(), "docker save {image} failed");
         assert!(
-            out.status.success() && saved.success(),
+            out.status.success(),
             "loading {image} into the test's engine: {}",
             String::from_utf8_lossy(&out.stderr)
         );
