@@ -23,8 +23,9 @@
 //! engine's own profile (`--seccomp default`: the capability ceiling alone
 //! must stop Shocker there), with the root agent of the same attempts (the
 //! oracle's solve.sh as `--user 0:0`); a root agent of a plain run
-//! (`--user 0:0 --writable-rootfs`, the scripted model's command); and
-//! uid 1000, the default sandbox user.
+//! (`--user 0:0 --writable-rootfs`, the scripted model's command); uid
+//! 1000, the default sandbox user; and a compose sidecar as root with the
+//! capabilities sidecars keep.
 //!
 //! The runtimes: the engine's default (runc), and runsc in `make test`'s
 //! second pass (`RUNNER_TEST_RUNTIME=runsc`). Eval's bookworm sandboxes
@@ -78,6 +79,25 @@ const ATTACKS: [&str; 22] = [
     "ptrace-attach",
     "ptrace-seize",
 ];
+
+/// Attacks on what only a sandbox has (its supervisor as PID 1), not
+/// made in a compose sidecar.
+const SUPERVISOR_ONLY: [&str; 5] = [
+    "open_by_handle_at:/.runner/supervisor",
+    "proc-exe:1",
+    "proc-exe:1:O_PATH",
+    "ptrace-attach",
+    "ptrace-seize",
+];
+
+/// Where a probe ran.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// A sandbox of runner's, its supervisor PID 1.
+    Sandbox,
+    /// A compose sidecar: the service's own process is PID 1.
+    Sidecar,
+}
 
 /// First steps gVisor's own kernel (the Sentry) lets through: a user
 /// namespace and a device node of the Sentry's, neither the host's. The
@@ -289,11 +309,13 @@ enum Filter {
 /// to its end or on the kernel under test, missed an attack, or an attack
 /// was not refused (what gVisor's own kernel answers aside: its first
 /// steps and the kernel-surface calls).
-fn not_held(output: &str, who: &str, filter: Filter) -> Vec<String> {
+fn not_held(output: &str, who: &str, filter: Filter, place: Place) -> Vec<String> {
     if !output.contains("PROBE-DONE") {
         return vec![format!("{who}: the probe did not finish:\n{output}")];
     }
-    let gvisor = test_runtime().as_deref() == Some("runsc");
+    // A sidecar here always runs on the engine's default runtime (see
+    // a_root_sidecar_escapes_nowhere).
+    let gvisor = place == Place::Sandbox && test_runtime().as_deref() == Some("runsc");
     let surface_open = gvisor || filter == Filter::EngineDefault;
     let lines = verdicts(output);
     let mut out: Vec<String> = output
@@ -306,7 +328,11 @@ fn not_held(output: &str, who: &str, filter: Filter) -> Vec<String> {
         })
         .map(|l| format!("{who}: {l}"))
         .collect();
-    for attack in ATTACKS.iter().chain(&DENIED_SYSCALLS) {
+    let required = ATTACKS
+        .iter()
+        .filter(|a| place == Place::Sandbox || !SUPERVISOR_ONLY.contains(a))
+        .chain(&DENIED_SYSCALLS);
+    for attack in required {
         let prefix = format!("{attack}:");
         if !lines
             .iter()
@@ -431,12 +457,10 @@ fn a_root_test_sh_and_a_root_agent_escape_nowhere_in_any_grading_mode() {
         assert_clean(*pid, &r.desc);
         let verifier = attempt_file(d, "verifier.log", r);
         let agent = attempt_file(d, "outputs/oracle.log", r);
-        problems.extend(not_held(
-            &verifier,
-            &format!("root test.sh, {flags}"),
-            *filter,
-        ));
-        problems.extend(not_held(&agent, &format!("root agent, {flags}"), *filter));
+        let who = format!("root test.sh, {flags}");
+        problems.extend(not_held(&verifier, &who, *filter, Place::Sandbox));
+        let who = format!("root agent, {flags}");
+        problems.extend(not_held(&agent, &who, *filter, Place::Sandbox));
         let seen = everything_written(r, &[d.path().to_path_buf(), d.home()]);
         problems.extend(bait.traces(&seen, &format!("eval {flags}")));
     }
@@ -473,12 +497,80 @@ fn a_root_agent_and_uid_1000_escape_nowhere() {
         let r = run(&mut c);
         r.expect_code(0);
         let output = first_tool_output(&r.events());
-        problems.extend(not_held(&output, who, Filter::Runner));
+        problems.extend(not_held(&output, who, Filter::Runner, Place::Sandbox));
         let seen = everything_written(&r, &[d.path().to_path_buf(), d.home()]);
         problems.extend(bait.traces(&seen, who));
     }
     problems.extend(host.changed("plain runs"));
     problems.extend(supervisor_changed());
+    assert_none(&problems);
+}
+
+/// A task whose compose sidecar runs the probe as root (its image's user,
+/// with the capabilities sidecars keep) and serves the report on its port;
+/// test.sh fetches it by service name and prints it.
+fn sidecar_task(root: &Path, bait: &Bait) {
+    let compose = format!(
+        "services:\n  main:\n    depends_on:\n      - probe\n  probe:\n    build:\n      \
+         context: ./probe\n    command: [\"sh\", \"-c\", \"mkdir -p /srv/probe && python3 \
+         /opt/probe.py {} --sidecar > /srv/probe/out.txt 2>&1; cd /srv/probe && exec python3 \
+         -m http.server 8000\"]\n",
+        bait.probe_args()
+    );
+    let fetch = "#!/bin/bash\nmkdir -p /logs/verifier\npython3 -I - <<'PY'\n\
+                 import time, urllib.request\nfor _ in range(60):\n    try:\n        \
+                 body = urllib.request.urlopen('http://probe:8000/out.txt', timeout=2).read()\n        \
+                 if b'PROBE-DONE' in body:\n            break\n    except OSError:\n        pass\n    \
+                 time.sleep(0.5)\nelse:\n    body = b'no report from the sidecar'\n\
+                 print(body.decode(errors='replace'))\nPY\necho 1 > /logs/verifier/reward.txt\n";
+    task(
+        root,
+        "escape",
+        &[
+            ("instruction.md", "escape the sidecar\n"),
+            (
+                "task.toml",
+                "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 60\n\
+                 [environment]\ncpus = 1\nmemory_mb = 256\n",
+            ),
+            ("environment/Dockerfile", &format!("FROM {BOOKWORM}\n")),
+            ("environment/docker-compose.yaml", &compose),
+            (
+                "environment/probe/Dockerfile",
+                &format!("FROM {BOOKWORM}\nCOPY probe.py /opt/probe.py\n"),
+            ),
+            ("environment/probe/probe.py", PROBE),
+            ("tests/test.sh", fetch),
+        ],
+    );
+}
+
+/// A compose sidecar, as root with the capabilities sidecars keep. Always
+/// on the engine's default runtime (runc), as the eval suites are: runsc
+/// registered with `--network=none` gives a sidecar no network to report
+/// over, and main none to reach it.
+#[test]
+fn a_root_sidecar_escapes_nowhere() {
+    let _g = prelude();
+    let host = HostFiles::new();
+    let (d, bait) = (Dir::new(), Bait::new());
+    sidecar_task(d.path(), &bait);
+    let mut cmd = d.runner();
+    cmd.args([
+        "eval",
+        "escape",
+        "--agent",
+        "nop",
+        "--output-dir",
+        "runs/eval",
+    ]);
+    let (r, pid) = run_with_pid(cmd);
+    assert_clean(pid, &r.desc);
+    let report = attempt_file(&d, "verifier.log", &r);
+    let mut problems = not_held(&report, "root sidecar", Filter::Runner, Place::Sidecar);
+    let seen = everything_written(&r, &[d.path().to_path_buf(), d.home()]);
+    problems.extend(bait.traces(&seen, "root sidecar"));
+    problems.extend(host.changed("root sidecar"));
     assert_none(&problems);
 }
 
