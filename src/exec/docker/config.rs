@@ -363,7 +363,13 @@ fn check_workspace(ws: &Path, docker_host: Option<&str>) -> Result<(), ExecError
             ws.display()
         )));
     }
-    if let Some(why) = crate::workspace::refusal(&canon, &[]) {
+    // runner's own host directory (the supervisor a sandbox runs as its
+    // main process comes from there) is never a sandbox's to write.
+    let own: Vec<PathBuf> = crate::exec::host_dirs::candidates()
+        .into_iter()
+        .map(|(d, _)| d)
+        .collect();
+    if let Some(why) = crate::workspace::refusal(&canon, &own) {
         return Err(ExecError::Refused(format!("workspace {why}")));
     }
     let mut sockets: Vec<PathBuf> = vec!["/var/run/docker.sock".into(), "/run/docker.sock".into()];
@@ -401,6 +407,12 @@ mod tests {
         check_workspace(tmp.path(), None).unwrap();
         let host = format!("unix://{}/d.sock", tmp.path().display());
         assert!(check_workspace(tmp.path(), Some(&host)).is_err());
+        // Nor runner's own directory of supervisor copies.
+        for (dir, mode) in crate::exec::host_dirs::candidates() {
+            if crate::exec::host_dirs::own_dir(&dir, mode).is_ok() {
+                assert!(check_workspace(&dir, None).is_err(), "{}", dir.display());
+            }
+        }
     }
 
     #[test]
