@@ -231,6 +231,9 @@ pub fn builder(recorded: &Value, args: &ContinueArgs) -> Result<ConfigBuilder, S
         s.memory = m.clone();
     }
     s.pids_limit = args.pids_limit.unwrap_or(s.pids_limit);
+    // The filter comes from the command line alone: a run directory is the
+    // inside's to write, never a setting.
+    s.seccomp = args.seccomp.clone();
     if let Some(u) = &args.user {
         s.user = u.clone();
     }
@@ -342,6 +345,20 @@ mod tests {
             "--writable-rootfs",
         ]);
         assert_eq!(given(&a), ["executor", "writable_rootfs", "disk_bytes"]);
+    }
+
+    #[test]
+    fn the_seccomp_profile_comes_from_the_command_line_only() {
+        let recorded = serde_json::json!({"provider": "scripted", "script": "/tmp/s.json", "seccomp": "default"});
+        let b = builder(&recorded, &args(&[])).expect("ok");
+        assert_eq!(
+            b.sandbox.seccomp, "runner",
+            "a recorded loosening is not taken"
+        );
+        let b = builder(&recorded, &args(&["--seccomp", "default"])).expect("ok");
+        assert_eq!(b.sandbox.seccomp, "default");
+        let config = b.build().expect("valid");
+        assert_eq!(config.public_json()["seccomp"], "default");
     }
 
     #[test]

@@ -163,6 +163,7 @@ pub fn verdict_settings(args: &EvalSettings) -> (serde_json::Value, Vec<u8>) {
         "regrade_flagged": args.regrade_flagged,
         "disk": args.disk,
         "runtime": args.runtime,
+        "seccomp": args.seccomp,
     });
     let mut secret = Vec::new();
     for kv in &a.env {

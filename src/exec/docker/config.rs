@@ -140,6 +140,9 @@ pub struct DockerConfig {
     /// only way out is a filtering proxy (see `egress`); `network` is then
     /// `None`.
     pub egress: Option<super::egress::EgressSpec>,
+    /// The seccomp filter of this container and of every one started
+    /// beside it (sidecars, the egress proxy).
+    pub seccomp: crate::exec::seccomp::Seccomp,
 }
 
 impl Default for DockerConfig {
@@ -172,6 +175,7 @@ impl Default for DockerConfig {
             join_network: None,
             network_peers: Vec::new(),
             egress: None,
+            seccomp: crate::exec::seccomp::Seccomp::Runner,
         }
     }
 }
@@ -212,6 +216,7 @@ impl DockerConfig {
         if user_is_root(&self.user) {
             out.push(format!("commands run as root ('{}')", self.user));
         }
+        out.extend(self.seccomp.loosening());
         if self.disk_bytes.is_none() && self.workspace.is_some() {
             out.push("workspace size not bounded (--disk unlimited)".to_string());
         }
@@ -358,7 +363,13 @@ fn check_workspace(ws: &Path, docker_host: Option<&str>) -> Result<(), ExecError
             ws.display()
         )));
     }
-    if let Some(why) = crate::workspace::refusal(&canon, &[]) {
+    // runner's own host directory (the supervisor a sandbox runs as its
+    // main process comes from there) is never a sandbox's to write.
+    let own: Vec<PathBuf> = crate::exec::host_dirs::candidates()
+        .into_iter()
+        .map(|(d, _)| d)
+        .collect();
+    if let Some(why) = crate::workspace::refusal(&canon, &own) {
         return Err(ExecError::Refused(format!("workspace {why}")));
     }
     let mut sockets: Vec<PathBuf> = vec!["/var/run/docker.sock".into(), "/run/docker.sock".into()];
@@ -396,6 +407,12 @@ mod tests {
         check_workspace(tmp.path(), None).unwrap();
         let host = format!("unix://{}/d.sock", tmp.path().display());
         assert!(check_workspace(tmp.path(), Some(&host)).is_err());
+        // Nor runner's own directory of supervisor copies.
+        for (dir, mode) in crate::exec::host_dirs::candidates() {
+            if crate::exec::host_dirs::own_dir(&dir, mode).is_ok() {
+                assert!(check_workspace(&dir, None).is_err(), "{}", dir.display());
+            }
+        }
     }
 
     #[test]
