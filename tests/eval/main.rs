@@ -25,4 +25,5 @@ mod seed;
 mod shards;
 mod suite;
 mod tamper;
+mod task_links;
 mod timeouts;
