@@ -20,6 +20,7 @@ pub mod gc;
 pub mod hints;
 pub mod hostfs;
 pub mod model;
+pub mod output_path;
 pub mod plural;
 pub mod prompt;
 pub mod redact;

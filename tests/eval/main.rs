@@ -19,6 +19,7 @@ mod fidelity;
 mod gaming;
 mod junit;
 mod modes;
+mod report_outputs;
 mod scale;
 mod schema;
 mod seed;

@@ -73,7 +73,10 @@ fn a_compose_env_file_linked_out_of_the_task_is_refused_and_never_read() {
         "t",
         &[
             ("instruction.md", "nothing to do\n"),
-            ("task.toml", "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 60\n"),
+            (
+                "task.toml",
+                "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 60\n",
+            ),
             ("environment/Dockerfile", &format!("FROM {TINY}\n")),
             ("environment/docker-compose.yaml", &compose),
             (
@@ -102,13 +105,18 @@ fn a_dockerfile_test_or_solution_linked_out_of_the_task_is_refused() {
         let content = if at.ends_with("Dockerfile") {
             format!("FROM {TINY}\n# {secret}\n")
         } else {
-            format!("#!/bin/sh\n# {secret}\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\n")
+            format!(
+                "#!/bin/sh\n# {secret}\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\n"
+            )
         };
         std::fs::write(&host_file, content).expect("write");
         let dockerfile = format!("FROM {TINY}\n");
         let mut files = vec![
             ("instruction.md", "nothing to do\n"),
-            ("task.toml", "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 60\n"),
+            (
+                "task.toml",
+                "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 60\n",
+            ),
             ("environment/Dockerfile", dockerfile.as_str()),
             (
                 "tests/test.sh",
