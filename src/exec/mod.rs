@@ -12,6 +12,7 @@ pub mod liveness;
 pub mod local;
 pub mod shell;
 pub mod supervisor;
+pub mod temp_dirs;
 pub mod tree;
 
 use std::time::Duration;

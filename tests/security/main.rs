@@ -26,5 +26,6 @@ mod rundir;
 mod runtime;
 mod sigkill;
 mod supervisor;
+mod temp_dirs;
 mod terminal;
 mod workspace;

@@ -126,12 +126,12 @@ struct ComposeServices {
 /// it; the task keeps `src`'s name and records it as `source_dir`.
 pub fn load(src: &Path) -> Result<Task, TaskError> {
     super::links::refuse_links_out(src)?;
-    let tmp = tempfile::Builder::new()
-        .prefix("runner-tb1-")
-        .tempdir()
-        .map_err(|source| TaskError::Write {
-            path: std::env::temp_dir(),
-            source,
+    let tmp =
+        crate::exec::temp_dirs::create(crate::exec::temp_dirs::TB1_PREFIX).map_err(|source| {
+            TaskError::Write {
+                path: std::env::temp_dir(),
+                source,
+            }
         })?;
     let name = src
         .file_name()

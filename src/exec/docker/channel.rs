@@ -49,7 +49,7 @@ impl Channel {
 
     fn make() -> std::io::Result<(Channel, pipe::Receiver)> {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new().prefix("runner-chan-").tempdir()?;
+        let dir = crate::exec::temp_dirs::create(crate::exec::temp_dirs::CHANNEL_PREFIX)?;
         let fifo = dir.path().join(FIFO);
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
         let owner = Some(nix::unistd::Uid::from_raw(SUPERVISOR_UID));
