@@ -48,7 +48,8 @@ test-unit:
 		suite::wrong_types_in_task_toml_name_the_file_and_key \
 		suite::model_agent_without_a_key_fails_before_any_sandbox
 	$(CARGO) test --test security -- --test-threads=2 command_timeout:: \
-		kill::local_executor_tells_the_model_about_killed_background_processes
+		kill::local_executor_tells_the_model_about_killed_background_processes \
+		seccomp::a_seccomp_file_that_is_not_a_profile_is_refused_with_a_hint
 
 ## The docker security tests with every sandbox on gVisor: the executor's tests, the binary's
 ## docker tests (the `docker` modules of tests/cli) and tests/security with

@@ -10,7 +10,8 @@ use crate::approve::ApproveMode;
 use crate::config::{
     AgentOptions, ConfigBuilder, DEFAULT_CONTEXT_WINDOW_TOKENS, DEFAULT_DISK,
     DEFAULT_MAX_COMMAND_TIMEOUT_SECS, DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, DEFAULT_MEMORY,
-    DEFAULT_OUTPUT_LIMIT_BYTES, DEFAULT_TIMEOUT_SECS, DEFAULT_TOOLS, SandboxOptions,
+    DEFAULT_OUTPUT_LIMIT_BYTES, DEFAULT_SECCOMP, DEFAULT_TIMEOUT_SECS, DEFAULT_TOOLS,
+    SandboxOptions,
 };
 use crate::eval::manifest::Shard;
 use crate::eval::merge::MergeSettings;
@@ -51,7 +52,7 @@ pub enum Command {
     /// Write one self-contained HTML page (no network needed) for a run directory or an eval output directory.
     View(ViewArgs),
     /// Continue a run that completed, hit a limit or was interrupted: its conversation is rebuilt from RUN_DIR's trajectory, MESSAGE added, and the loop goes on in a fresh sandbox on the same workspace, appending to the same trajectory.
-    Continue(ContinueArgs),
+    Continue(Box<ContinueArgs>),
 }
 
 /// Flags of `runner continue`. Every setting not given here is the
@@ -112,6 +113,10 @@ pub struct ContinueArgs {
     /// Which commands a person is asked about before they run (default: the run's own --approve).
     #[arg(long, value_enum)]
     pub approve: Option<ApproveMode>,
+
+    /// System-call filter of the continuation's sandbox: `runner` (the default), `default` (the engine's: a loosening) or a JSON profile FILE (a loosening); never taken from the run directory.
+    #[arg(long, value_name = "PROFILE", default_value = DEFAULT_SECCOMP)]
+    pub seccomp: String,
 
     /// Print events as JSON lines on stdout.
     #[arg(long)]
@@ -220,6 +225,10 @@ pub struct EvalArgs {
     /// Container runtime of the agent's and the verifier's sandboxes (runsc for gVisor, crun...; default: the engine's).
     #[arg(long, env = "RUNNER_RUNTIME", value_name = "NAME")]
     pub runtime: Option<String>,
+
+    /// System-call filter of every container: `runner` (runner's profile: the engine's default without open_by_handle_at, name_to_handle_at, io_uring, the key calls, bpf, perf_event_open, userfaultfd), `default` (the engine's own: a loosening), or FILE, a JSON seccomp profile of yours (a loosening).
+    #[arg(long, value_name = "PROFILE", default_value = DEFAULT_SECCOMP)]
+    pub seccomp: String,
 
     /// Where the agent and the verifier run. `local` runs every task's code, solve.sh and test.sh included, on this host as you: NOT a sandbox, only for testing runner (a task's /tests, /logs and /solution are mapped under a directory of the attempt's, so its scripts must name them through RUNNER_SANDBOX_ROOT).
     #[arg(long, value_enum, default_value_t = BackendKind::Docker)]
@@ -410,6 +419,10 @@ pub struct RunArgs {
     #[arg(long, env = "RUNNER_RUNTIME", value_name = "NAME")]
     pub runtime: Option<String>,
 
+    /// System-call filter of every container: `runner` (runner's profile: the engine's default without open_by_handle_at, name_to_handle_at, io_uring, the key calls, bpf, perf_event_open, userfaultfd), `default` (the engine's own: a loosening), or FILE, a JSON seccomp profile of yours (a loosening).
+    #[arg(long, value_name = "PROFILE", default_value = DEFAULT_SECCOMP)]
+    pub seccomp: String,
+
     /// Ask a person on the terminal before commands run: `risky` ones (the deny list's patterns, package installs, network tools, rm -r, writes outside the workspace...; see the README) or `always`. A prompt, not a security boundary; needs stdin and stderr on a terminal.
     #[arg(long, value_name = "WHEN", value_enum, default_value_t = ApproveMode::Never)]
     pub approve: ApproveMode,
@@ -594,6 +607,7 @@ impl RunArgs {
                 workspace_mode: self.workspace_mode,
                 disk: self.disk.clone(),
                 runtime: self.runtime.clone(),
+                seccomp: self.seccomp.clone(),
             },
             max_time_secs: self.max_time,
             run_dir: self.run_dir.clone(),
@@ -679,6 +693,7 @@ impl EvalArgs {
             pass_env: self.pass_env.clone(),
             disk: self.disk.clone(),
             runtime: self.runtime.clone(),
+            seccomp: self.seccomp.clone(),
             output_dir: self.output_dir.clone().or_else(|| self.resume.clone()),
             resume: self.resume.is_some(),
             retry_errors: self.retry_errors,

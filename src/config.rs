@@ -33,6 +33,8 @@ pub const DEFAULT_MEMORY: &str = "1g";
 /// Default `--disk`: what a run may put on the host's disk
 /// ([`crate::exec::backend::DEFAULT_DISK_BYTES`]).
 pub const DEFAULT_DISK: &str = "10g";
+/// Default `--seccomp`: runner's own profile (see `exec::seccomp`).
+pub const DEFAULT_SECCOMP: &str = "runner";
 /// Allowlisted variables that name paths on this host: the docker executor
 /// leaves them out (the image's PATH and the sandbox's HOME apply) unless
 /// they were given with `--env`.
@@ -83,6 +85,8 @@ pub enum ConfigError {
     AllowlistWithoutHosts,
     #[error("--egress-network '{0}' is not the name of an engine network")]
     BadEgressNetwork(String),
+    #[error("--seccomp: {0}")]
+    Seccomp(#[from] crate::exec::seccomp::SeccompError),
 }
 
 /// The network of `sb` and its validated allowlist: any `--allow-host`
@@ -126,6 +130,7 @@ impl ConfigError {
             ),
             ConfigError::BadMemory(_) => Some("give a size such as --memory 512m or --memory 2g"),
             ConfigError::AllowHost(e) => Some(e.hint()),
+            ConfigError::Seccomp(e) => Some(e.hint()),
             ConfigError::AllowHostWithBridge => Some(
                 "drop --network bridge: --allow-host gives the sandbox only the names it lists",
             ),
@@ -265,6 +270,8 @@ pub struct SandboxOptions {
     /// A size, or `unlimited`.
     pub disk: String,
     pub runtime: Option<String>,
+    /// `--seccomp`: `runner`, `default` or a profile file's path.
+    pub seccomp: String,
 }
 
 impl Default for SandboxOptions {
@@ -283,6 +290,7 @@ impl Default for SandboxOptions {
             workspace_mode: WorkspaceMode::Auto,
             disk: DEFAULT_DISK.to_string(),
             runtime: None,
+            seccomp: DEFAULT_SECCOMP.to_string(),
         }
     }
 }
@@ -324,6 +332,8 @@ pub struct SandboxSettings {
     pub disk_bytes: Option<u64>,
     /// The engine's container runtime; `None` is the engine's default.
     pub runtime: Option<String>,
+    /// The sandboxes' system-call filter.
+    pub seccomp: crate::exec::seccomp::Seccomp,
 }
 
 /// Everything a run needs, validated.
@@ -458,6 +468,7 @@ impl ConfigBuilder {
                 workspace_mode: sb.workspace_mode,
                 disk_bytes: parse_disk(&sb.disk)?,
                 runtime: sb.runtime.clone().filter(|r| !r.is_empty()),
+                seccomp: crate::exec::seccomp::Seccomp::parse(&sb.seccomp)?,
             },
             timeout: Duration::from_secs(a.timeout_secs),
             max_command_timeout: Duration::from_secs(a.max_command_timeout_secs),
@@ -511,6 +522,7 @@ impl Config {
             "writable_rootfs": self.sandbox.writable_rootfs,
             "disk_bytes": self.sandbox.disk_bytes,
             "runtime": self.sandbox.runtime,
+            "seccomp": self.sandbox.seccomp.label(),
             "keep_background": self.keep_background,
             "shell": self.shell.as_str(),
             "timeout_secs": self.timeout.as_secs(),

@@ -197,6 +197,9 @@ pub fn builder(recorded: &Value, args: &ContinueArgs) -> Result<ConfigBuilder, S
     s.user = r.string("user")?.unwrap_or_else(|| s.user.clone());
     s.writable_rootfs = r.bool("writable_rootfs")?.unwrap_or(s.writable_rootfs);
     s.workspace_mode = r.choice("workspace_mode")?.unwrap_or(s.workspace_mode);
+    // The filter comes from the command line alone: a run directory is the
+    // inside's to write, never a setting.
+    s.seccomp = args.seccomp.clone();
     // Recorded as null when unlimited; missing in an older trajectory.
     match recorded.get("disk_bytes") {
         Some(Value::Null) => s.disk = "unlimited".into(),
@@ -224,7 +227,7 @@ mod tests {
         let mut full = vec!["runner", "continue", "runs/x"];
         full.extend_from_slice(argv);
         match Cli::try_parse_from(full).expect("parses").command {
-            Some(Command::Continue(a)) => a,
+            Some(Command::Continue(a)) => *a,
             other => panic!("not continue: {other:?}"),
         }
     }
@@ -258,6 +261,20 @@ mod tests {
             (3, Some("m2"))
         );
         assert_eq!(b.max_time_secs, Some(60));
+    }
+
+    #[test]
+    fn the_seccomp_profile_comes_from_the_command_line_only() {
+        let recorded = serde_json::json!({"provider": "scripted", "script": "/tmp/s.json", "seccomp": "default"});
+        let b = builder(&recorded, &args(&[])).expect("ok");
+        assert_eq!(
+            b.sandbox.seccomp, "runner",
+            "a recorded loosening is not taken"
+        );
+        let b = builder(&recorded, &args(&["--seccomp", "default"])).expect("ok");
+        assert_eq!(b.sandbox.seccomp, "default");
+        let config = b.build().expect("valid");
+        assert_eq!(config.public_json()["seccomp"], "default");
     }
 
     #[test]

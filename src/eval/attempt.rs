@@ -512,6 +512,7 @@ fn fresh_spec<'a>(ctx: &'a AttemptCtx, p: &'a Prepared, image: &'a str) -> Grade
         egress_network: ctx.egress_network.clone(),
         backend: ctx.backend.as_ref(),
         runtime: p.config.sandbox.runtime.clone(),
+        seccomp: p.config.sandbox.seccomp.clone(),
         run_id: format!("{}-verify", p.run_id),
         run_dir: &p.run_dir,
         redactor: &ctx.redactor,
@@ -656,6 +657,7 @@ async fn prepare(
                 memory_bytes: task.memory_bytes,
                 pids_limit: config.sandbox.pids_limit,
                 runtime: config.sandbox.runtime.clone(),
+                seccomp: config.sandbox.seccomp.clone(),
                 max_run_time: Duration::from_secs_f64(
                     task.agent_timeout_secs + task.verifier_timeout_secs + 600.0,
                 ),
@@ -727,9 +729,15 @@ async fn prepare(
             s.names().join(", ")
         );
     }
-    rec.runtime = executor
-        .sandbox_security()
-        .and_then(|s| s["runtime"].as_str().map(str::to_string));
+    let security = executor.sandbox_security();
+    let fact = |key: &str| {
+        security
+            .as_ref()
+            .and_then(|s| s[key].as_str().map(str::to_string))
+    };
+    rec.runtime = fact("runtime");
+    rec.seccomp = fact("seccomp");
+    rec.seccomp_profile_sha256 = fact("seccomp_profile_sha256");
     Ok(Prepared {
         run_dir,
         task,

@@ -161,6 +161,7 @@ pub fn verdict_settings(args: &EvalSettings) -> (serde_json::Value, Vec<u8>) {
         "grading": args.grading.map(|g| g.as_str()),
         "disk": args.disk,
         "runtime": args.runtime,
+        "seccomp": args.seccomp,
     });
     let mut secret = Vec::new();
     for kv in &a.env {

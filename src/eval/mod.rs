@@ -310,6 +310,8 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         "egress_network": args.egress_network,
         "grading": args.grading.map(|g| g.as_str()),
         "runtime": runtime,
+        "seccomp": probe.sandbox.seccomp.label(),
+        "seccomp_profile_sha256": probe.sandbox.seccomp.profile().map(|p| p.sha256()),
         "interrupted": cancel.is_cancelled(),
         "started_at": chrono::Local::now() - chrono::Duration::from_std(elapsed).unwrap_or_default(),
         "first_started_at": suite.started_at,
@@ -376,6 +378,7 @@ fn base_config(args: &EvalSettings) -> ConfigBuilder {
             writable_rootfs: !args.read_only_rootfs,
             disk: args.disk.clone(),
             runtime: args.runtime.clone(),
+            seccomp: args.seccomp.clone(),
             ..SandboxOptions::default()
         },
         ..ConfigBuilder::default()

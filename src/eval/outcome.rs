@@ -101,6 +101,13 @@ pub struct Attempt {
     /// The container runtime of the attempt's sandboxes (`runc`, `runsc`...),
     /// as the engine reported it; the one asked for when none started.
     pub runtime: Option<String>,
+    /// The seccomp filter in force on the agent's sandbox and its digest,
+    /// as `sandbox_security` recorded them (`runner`, `default`, `file
+    /// PATH`, or why it is not applied).
+    #[serde(default)]
+    pub seccomp: Option<String>,
+    #[serde(default)]
+    pub seccomp_profile_sha256: Option<String>,
     pub image: Option<String>,
     pub run_dir: PathBuf,
     pub trajectory: Option<PathBuf>,
@@ -175,6 +182,8 @@ impl Attempt {
             loosenings: Vec::new(),
             network: "none".into(),
             runtime: None,
+            seccomp: None,
+            seccomp_profile_sha256: None,
             image: None,
             run_dir,
             trajectory: None,

@@ -72,6 +72,8 @@ pub struct EvalSettings {
     /// A size, or `unlimited`.
     pub disk: String,
     pub runtime: Option<String>,
+    /// `--seccomp`: `runner`, `default` or a profile file.
+    pub seccomp: String,
     pub output_dir: Option<PathBuf>,
     /// `--resume`: `output_dir` holds the suite to continue.
     pub resume: bool,

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::seccomp::Seccomp;
 use super::shell::ShellMode;
 use super::{ExecError, Executor};
 use crate::redact::Redactor;
@@ -145,6 +146,8 @@ pub struct SandboxSpec {
     pub join_network: Option<String>,
     /// The services on `join_network`, for the loosenings line.
     pub network_peers: Vec<String>,
+    /// The system-call filter (`--seccomp`).
+    pub seccomp: Seccomp,
 }
 
 impl SandboxSpec {
@@ -175,6 +178,7 @@ impl SandboxSpec {
             keep_workdir_owner: false,
             join_network: None,
             network_peers: Vec::new(),
+            seccomp: Seccomp::Runner,
         }
     }
 
@@ -257,6 +261,8 @@ pub struct ServicesSpec {
     pub redactor: Redactor,
     /// Longest one service may take to become healthy.
     pub health_timeout: Duration,
+    /// The system-call filter, as of the main sandbox.
+    pub seccomp: Seccomp,
 }
 
 impl ServicesSpec {
@@ -272,6 +278,7 @@ impl ServicesSpec {
             max_run_time: Duration::from_secs(DEFAULT_MAX_RUN_SECS),
             redactor: Redactor::default(),
             health_timeout: Duration::from_secs(DEFAULT_HEALTH_TIMEOUT_SECS),
+            seccomp: Seccomp::Runner,
         }
     }
 }

@@ -8,8 +8,10 @@ pub mod capture;
 pub mod disk;
 pub mod docker;
 pub mod egress;
+pub mod host_dirs;
 pub mod liveness;
 pub mod local;
+pub mod seccomp;
 pub mod shell;
 pub mod supervisor;
 pub mod temp_dirs;
@@ -113,6 +115,18 @@ pub enum ExecError {
     Unrecoverable { detail: String },
     #[error("refused: {0}")]
     Refused(String),
+    /// With userns-remap, a workspace bound as it is (`--disk unlimited`)
+    /// whose owner is outside the engine's remapped range.
+    #[error(
+        "the engine remaps users (userns-remap) from {base_uid}:{base_gid}: the sandbox cannot own the workspace {path} (owned by {uid}:{gid}, outside that range)"
+    )]
+    RemappedWorkspace {
+        path: String,
+        uid: u32,
+        gid: u32,
+        base_uid: u32,
+        base_gid: u32,
+    },
     #[error("workspace: {0}")]
     Workspace(String),
     #[error("this sandbox cannot {0}")]
@@ -180,6 +194,13 @@ impl ExecError {
                     .to_string(),
             ),
             ExecError::ImageUnavailable { image, .. } => Some(image_hint(image)),
+            ExecError::RemappedWorkspace {
+                base_uid, base_gid, ..
+            } => Some(format!(
+                "drop --disk unlimited (runner then copies the workspace onto a disk the sandbox \
+                 owns), or give the directory to the remapped range: `chown -R {base_uid}:{base_gid} DIR` \
+                 (the sandbox's root)"
+            )),
             ExecError::ShellUnavailable { .. } => Some(
                 "run with --shell fresh, or use an image (or a PATH) that has bash".to_string(),
             ),
@@ -305,9 +326,9 @@ pub trait Executor: Send + Sync {
     /// The sandbox's last command (a verifier's test.sh): runs `req` as
     /// `user` like [`Executor::execute_as`]; with `switch_user` it keeps
     /// CAP_SETUID and CAP_SETGID, so it can run code as yet another user
-    /// (`setpriv`), and root's file capabilities (CHOWN, DAC_OVERRIDE,
-    /// DAC_READ_SEARCH, FOWNER, FSETID), as Harbor's root verifier has
-    /// them; never CAP_KILL.
+    /// (`setpriv`), and root's file capabilities under the ceiling (CHOWN,
+    /// DAC_OVERRIDE, FOWNER, FSETID; never DAC_READ_SEARCH, see
+    /// `docker::CAPABILITY_CEILING`); never CAP_KILL.
     /// When it exits, every other process in the sandbox is killed by the
     /// sandbox itself before the exit is reported, so nothing it or the
     /// agent left running can write anything afterwards. The default runs

@@ -3,7 +3,8 @@
 //!
 //! Each is made in the temp directory with its kind's prefix followed by
 //! its owner, the runner process's pid and start time (`runner-ws-
-//! 4242.987654-Ab3xYz`). A runner killed with SIGKILL cannot remove its own;
+//! 4242.987654-Ab3xYz`; a channel `/run/runner/ch-4242.987654-Ab3xYz`, see
+//! [`super::host_dirs`]). A runner killed with SIGKILL cannot remove its own;
 //! `runner gc` removes those whose owner is gone, checked the way
 //! containers' owner labels are ([`super::liveness`]), and never a live
 //! runner's. The owner is in the name, not in a file inside, because what
@@ -19,10 +20,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::liveness;
+use super::{host_dirs, liveness};
 
-/// The supervisor's channel of a docker sandbox (a FIFO).
-pub const CHANNEL_PREFIX: &str = "runner-chan-";
 /// A run's scratch workspace (no `--workspace`), an eval attempt's.
 pub const WORKSPACE_PREFIX: &str = "runner-ws-";
 /// An eval suite's cache of seeded image working directories.
@@ -32,9 +31,10 @@ pub const TB1_PREFIX: &str = "runner-tb1-";
 /// The local executor's root for a task's absolute paths.
 pub const LOCAL_ROOT_PREFIX: &str = "runner-local-root-";
 
-/// Every prefix [`sweep`] looks at.
+/// Every prefix [`sweep`] looks at in the temp directory (the channel
+/// directories of older runners were there too).
 pub const ALL_PREFIXES: [&str; 5] = [
-    CHANNEL_PREFIX,
+    host_dirs::LEGACY_CHANNEL_PREFIX,
     WORKSPACE_PREFIX,
     SEED_PREFIX,
     TB1_PREFIX,
@@ -48,11 +48,16 @@ const KEPT_SUFFIX: &str = ".kept";
 /// Makes a new temporary directory of the kind `prefix` owned by this
 /// process (see the module's documentation).
 pub fn create(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    create_in(&std::env::temp_dir(), prefix)
+}
+
+/// As [`create`], in `base`.
+pub fn create_in(base: &Path, prefix: &str) -> std::io::Result<tempfile::TempDir> {
     let pid = std::process::id();
     let start = liveness::process_start(pid).unwrap_or_default();
     tempfile::Builder::new()
         .prefix(&format!("{prefix}{pid}.{start}-"))
-        .tempdir()
+        .tempdir_in(base)
 }
 
 /// Marks the scratch workspace `dir` as kept for the user, so that gc
@@ -121,8 +126,8 @@ fn boot_time() -> Option<std::time::SystemTime> {
 
 /// Whether the entry `name` (a directory, not a link) of the temp dir is
 /// a dead runner's to remove.
-fn is_abandoned(dir: &Path, name: &str, meta: &std::fs::Metadata) -> bool {
-    let Some(rest) = ALL_PREFIXES.iter().find_map(|p| name.strip_prefix(p)) else {
+fn is_abandoned(dir: &Path, name: &str, meta: &std::fs::Metadata, prefixes: &[&str]) -> bool {
+    let Some(rest) = prefixes.iter().find_map(|p| name.strip_prefix(p)) else {
         return false;
     };
     if rest.ends_with(KEPT_SUFFIX) || kept_marker(dir).is_some_and(|m| m.exists()) {
@@ -142,16 +147,21 @@ fn is_abandoned(dir: &Path, name: &str, meta: &std::fs::Metadata) -> bool {
     }
 }
 
-/// Removes, in the temp directory, runner's temporary directories whose
-/// runner is gone, and kept-markers whose workspace is gone.
+/// Removes runner's temporary directories whose runner is gone (in the
+/// temp directory, and channels in [`host_dirs`]' directories), and
+/// kept-markers whose workspace is gone.
 pub fn sweep() -> Swept {
-    sweep_in(&std::env::temp_dir())
+    let mut out = Swept::default();
+    sweep_in(&std::env::temp_dir(), &ALL_PREFIXES, &mut out);
+    for (dir, _) in host_dirs::candidates() {
+        sweep_in(&dir, &[host_dirs::CHANNEL_PREFIX], &mut out);
+    }
+    out
 }
 
-fn sweep_in(tmp: &Path) -> Swept {
-    let mut out = Swept::default();
+fn sweep_in(tmp: &Path, prefixes: &[&str], out: &mut Swept) {
     let Ok(entries) = std::fs::read_dir(tmp) else {
-        return out;
+        return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -166,7 +176,7 @@ fn sweep_in(tmp: &Path) -> Swept {
             }
             continue;
         }
-        if !meta.is_dir() || !is_abandoned(&path, &name, &meta) {
+        if !meta.is_dir() || !is_abandoned(&path, &name, &meta, prefixes) {
             continue;
         }
         match std::fs::remove_dir_all(&path) {
@@ -175,7 +185,6 @@ fn sweep_in(tmp: &Path) -> Swept {
             Err(e) => out.errors.push(format!("removing {}: {e}", path.display())),
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -210,7 +219,10 @@ mod tests {
             p
         };
         let live = mk(&format!("{WORKSPACE_PREFIX}{me}.{start}-aaaaaa"));
-        let dead = mk(&format!("{CHANNEL_PREFIX}{me}.1-bbbbbb"));
+        let dead = mk(&format!(
+            "{}{me}.1-bbbbbb",
+            host_dirs::LEGACY_CHANNEL_PREFIX
+        ));
         let kept = mk(&format!("{WORKSPACE_PREFIX}{me}.1-cccccc"));
         mark_kept(&kept).expect("mark");
         let fresh_legacy = mk(&format!("{SEED_PREFIX}dddddd"));
@@ -220,7 +232,8 @@ mod tests {
             tmp.path().join(format!("{SEED_PREFIX}1.1-ff")),
         )
         .expect("link");
-        let swept = sweep_in(tmp.path());
+        let mut swept = Swept::default();
+        sweep_in(tmp.path(), &ALL_PREFIXES, &mut swept);
         assert_eq!(swept.removed, vec![dead.clone()], "{swept:?}");
         assert!(!dead.exists());
         for p in [&live, &kept, &fresh_legacy, &other] {
@@ -232,7 +245,7 @@ mod tests {
         );
         // The kept workspace removed by its user: its marker goes too.
         std::fs::remove_dir_all(&kept).expect("rm");
-        sweep_in(tmp.path());
+        sweep_in(tmp.path(), &ALL_PREFIXES, &mut Swept::default());
         assert!(!kept_marker(&kept).expect("marker").exists());
     }
 }

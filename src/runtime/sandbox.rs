@@ -41,6 +41,7 @@ pub fn sandbox_spec(
         redactor: redactor.clone(),
         max_run_time: config.max_time.unwrap_or(defaults.max_run_time),
         runtime: s.runtime.clone(),
+        seccomp: s.seccomp.clone(),
         keep_background: config.keep_background,
         shell: config.shell,
         ..defaults

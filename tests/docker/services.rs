@@ -220,11 +220,15 @@ async fn sidecars_get_the_limits_and_hardening_of_the_run() {
         hc.pids_limit
     );
     assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
+    let opts = hc.security_opt.unwrap_or_default();
+    assert!(opts.iter().any(|o| o.starts_with("no-new-privileges")));
+    // runner's seccomp profile holds the sidecars too (issue 21).
     assert!(
-        hc.security_opt
-            .unwrap_or_default()
-            .iter()
-            .any(|o| o.starts_with("no-new-privileges")),
+        opts.contains(&format!(
+            "seccomp={}",
+            runner::exec::seccomp::RUNNER_PROFILE.json()
+        )),
+        "the sidecar is not under runner's profile"
     );
     assert_eq!(hc.privileged, Some(false));
     assert_eq!(hc.network_mode.as_deref(), Some(net.as_str()));

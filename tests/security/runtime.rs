@@ -11,7 +11,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::binary::{Dir, bash, kv, of_type, outcome, read_jsonl, run, run_id_of, script};
+use crate::support::binary::{
+    Dir, bash, first_tool_output, kv, of_type, outcome, read_jsonl, run, run_id_of, script,
+};
 use crate::support::docker::{TINY, containers_of_run, docker_cli, require_docker};
 
 /// `docker info` as JSON.
@@ -64,10 +66,7 @@ fn runsc_runs_the_loop_under_gvisor_and_run_started_says_so() {
     r.expect_code(0);
     let events = r.events();
     assert_eq!(outcome(&events), "completed", "{}", r.explain());
-    let out = of_type(&events, "tool_result")[0]["output"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let out = first_tool_output(&events);
     let p = kv(&out);
     let host_release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .expect("host kernel release")
@@ -126,10 +125,7 @@ fn runc_security_facts_in_run_started_match_docker_info_and_the_sandbox() {
     let r = run(scripted_docker(&d, &s).args(["--runtime", "runc", "probe"]));
     r.expect_code(0);
     let events = r.events();
-    let out = of_type(&events, "tool_result")[0]["output"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let out = first_tool_output(&events);
     let p = kv(&out);
     let sec = &of_type(&events, "run_started")[0]["config"]["sandbox_security"];
     assert!(sec.is_object(), "no sandbox_security: {}", r.explain());
@@ -156,15 +152,21 @@ fn runc_security_facts_in_run_started_match_docker_info_and_the_sandbox() {
     assert_eq!(sec["rootless"], has("rootless"), "{sec}");
     assert_eq!(sec["selinux"], has("selinux"), "{sec}");
     assert_eq!(sec["cgroup_version"], info["CgroupVersion"], "{sec}");
-    // Seccomp: the engine's profile name, and the kernel shows a filter.
+    // Seccomp: runner's own profile (issue 21), which the engine holds
+    // inline, and the kernel shows a filter.
     let profile = options
         .iter()
         .filter(|o| o.contains("name=seccomp"))
         .find_map(|o| o.split(',').find_map(|f| f.strip_prefix("profile=")))
         .map(str::to_string);
     match profile {
-        Some(prof) => {
-            assert_eq!(sec["seccomp"], prof.as_str(), "{sec}");
+        Some(_) => {
+            assert_eq!(sec["seccomp"], "runner", "{sec}");
+            assert_eq!(
+                sec["seccomp_profile_sha256"],
+                runner::exec::seccomp::RUNNER_PROFILE.sha256(),
+                "{sec}"
+            );
             assert_eq!(p.get("seccomp").map(String::as_str), Some("2"), "{out}");
         }
         None => assert!(

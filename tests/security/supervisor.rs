@@ -105,7 +105,7 @@ async fn commands_cannot_open_trace_or_write_into_the_supervisor() {
         )
         .await;
         // Nor the FIFO the supervisor's frames take past the engine.
-        for peek in ["ls /.runner-chan", "echo forged > /.runner-chan/out"] {
+        for peek in ["ls /.runner-out", "echo forged > /.runner-out/out"] {
             let out = run(&ex, &format!("{peek} && echo REACHED; echo done"), 10.0).await;
             assert!(!out.output.contains("REACHED"), "{user}: {peek}: {out:?}");
         }

@@ -13,26 +13,43 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use runner::exec::{host_dirs, temp_dirs};
+
 use crate::support::binary::{Dir, Exec};
 use crate::support::docker::TINY;
 use crate::support::serial::serial;
 
-/// runner's temporary directories, by prefix.
-const KINDS: [&str; 5] = [
-    "runner-chan-",
-    "runner-ws-",
-    "runner-seed-",
-    "runner-tb1-",
-    "runner-local-root-",
-];
+/// The directories runner's temporary directories are made in: the
+/// test's TMPDIR, and where channels go (`/run/runner` for root).
+fn bases(tmp: &Path) -> Vec<PathBuf> {
+    let mut v = vec![tmp.to_path_buf()];
+    v.extend(host_dirs::candidates().into_iter().map(|(d, _)| d));
+    v
+}
 
-/// The entries of `tmp` (names).
-fn entries(tmp: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(tmp)
-        .expect("ls tmp")
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect()
+/// The temporary directories of the runner `pid`: each kind's prefix, then
+/// the owner's pid (see `runner::exec::temp_dirs`).
+fn dirs_of(tmp: &Path, pid: u32) -> BTreeSet<PathBuf> {
+    let kinds = [
+        temp_dirs::WORKSPACE_PREFIX,
+        temp_dirs::SEED_PREFIX,
+        temp_dirs::TB1_PREFIX,
+        temp_dirs::LOCAL_ROOT_PREFIX,
+        host_dirs::CHANNEL_PREFIX,
+    ];
+    let mut out = BTreeSet::new();
+    for base in bases(tmp) {
+        for e in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if kinds
+                .iter()
+                .any(|k| name.starts_with(&format!("{k}{pid}.")))
+            {
+                out.insert(e.path());
+            }
+        }
+    }
+    out
 }
 
 fn with_tmp(mut c: Command, tmp: &Path) -> Command {
@@ -42,11 +59,12 @@ fn with_tmp(mut c: Command, tmp: &Path) -> Command {
     c
 }
 
-/// Kills `child` with SIGKILL after `delay`, and reaps it.
-fn kill_after(mut child: Child, delay: Duration) {
+/// Kills `child` with SIGKILL after `delay`, and reaps it; its pid.
+fn kill_after(mut child: Child, delay: Duration) -> u32 {
     std::thread::sleep(delay);
     child.kill().expect("SIGKILL");
     let _ = child.wait();
+    child.id()
 }
 
 #[test]
@@ -78,10 +96,12 @@ fn gc_removes_the_temp_dirs_of_sigkilled_runners_and_spares_a_live_ones() {
     let mut live = run_cmd(&long).spawn().expect("spawn the live runner");
     let until = Instant::now() + Duration::from_secs(60);
     let live_dirs = loop {
-        let now = entries(&tmp);
-        if now.iter().any(|n| n.starts_with("runner-chan-"))
-            && now.iter().any(|n| n.starts_with("runner-ws-"))
-        {
+        let now = dirs_of(&tmp, live.id());
+        let has = |k: &str| {
+            now.iter()
+                .any(|p| p.to_string_lossy().contains(&format!("/{k}")))
+        };
+        if has(host_dirs::CHANNEL_PREFIX) && has(temp_dirs::WORKSPACE_PREFIX) {
             break now;
         }
         assert!(
@@ -96,9 +116,10 @@ fn gc_removes_the_temp_dirs_of_sigkilled_runners_and_spares_a_live_ones() {
     let status = run_cmd(&short).status().expect("run");
     assert!(status.success(), "the unkilled run failed: {status:?}");
     let span = t.elapsed();
+    let mut killed = Vec::new();
     for _ in 0..6 {
         let child = run_cmd(&short).spawn().expect("spawn");
-        kill_after(child, span.mul_f64(0.2 + 0.7 * fastrand::f64()));
+        killed.push(kill_after(child, span.mul_f64(0.2 + 0.7 * fastrand::f64())));
     }
     let suite = d.path().join("suite/t");
     for (rel, text) in [
@@ -129,14 +150,22 @@ fn gc_removes_the_temp_dirs_of_sigkilled_runners_and_spares_a_live_ones() {
             &format!("runs/e{i}"),
         ]);
         let child = with_tmp(c, &tmp).spawn().expect("spawn eval");
-        kill_after(child, Duration::from_millis(1500 + fastrand::u64(0..2000)));
+        killed.push(kill_after(
+            child,
+            Duration::from_millis(1500 + fastrand::u64(0..2000)),
+        ));
     }
 
-    let left: Vec<String> = entries(&tmp).difference(&live_dirs).cloned().collect();
+    let left: BTreeSet<PathBuf> = killed.iter().flat_map(|p| dirs_of(&tmp, *p)).collect();
     eprintln!("left by the killed runners: {left:?}");
-    for kind in ["runner-chan-", "runner-ws-", "runner-seed-"] {
+    for kind in [
+        host_dirs::CHANNEL_PREFIX,
+        temp_dirs::WORKSPACE_PREFIX,
+        temp_dirs::SEED_PREFIX,
+    ] {
         assert!(
-            left.iter().any(|n| n.starts_with(kind)),
+            left.iter()
+                .any(|p| p.to_string_lossy().contains(&format!("/{kind}"))),
             "no kill left a {kind}* directory ({left:?}); the test proves little"
         );
     }
@@ -146,16 +175,22 @@ fn gc_removes_the_temp_dirs_of_sigkilled_runners_and_spares_a_live_ones() {
         .arg("gc")
         .output()
         .expect("runner gc");
-    let after = entries(&tmp);
-    let still: Vec<&String> = left.iter().filter(|n| after.contains(*n)).collect();
+    let still: Vec<&PathBuf> = left
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect();
     assert!(
         still.is_empty(),
         "runner gc left the dead runners' {still:?}\n{}",
         String::from_utf8_lossy(&gc.stderr)
     );
     let live_running = matches!(live.try_wait(), Ok(None));
-    for n in &live_dirs {
-        assert!(after.contains(n), "runner gc removed the live runner's {n}");
+    for p in &live_dirs {
+        assert!(
+            p.exists(),
+            "runner gc removed the live runner's {}",
+            p.display()
+        );
     }
     assert!(
         live_running,
@@ -171,11 +206,7 @@ fn gc_removes_the_temp_dirs_of_sigkilled_runners_and_spares_a_live_ones() {
         .arg("gc")
         .output()
         .expect("runner gc");
-    let remaining: Vec<PathBuf> = entries(&tmp)
-        .iter()
-        .filter(|n| KINDS.iter().any(|k| n.starts_with(k)))
-        .map(|n| tmp.join(n))
-        .collect();
+    let remaining = dirs_of(&tmp, live.id());
     assert!(
         remaining.is_empty(),
         "left after the second gc: {remaining:?}"

@@ -204,6 +204,16 @@ pub fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == ty).collect()
 }
 
+/// The output of the run's first `tool_result` (a probe's), empty when
+/// there is none.
+pub fn first_tool_output(events: &[Value]) -> String {
+    of_type(events, "tool_result")
+        .first()
+        .and_then(|e| e["output"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// The outcome recorded in the last event, which must be `run_finished`.
 pub fn outcome(events: &[Value]) -> String {
     let last = events.last().expect("at least one event");

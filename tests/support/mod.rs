@@ -21,4 +21,5 @@ pub mod egress;
 pub mod eval;
 pub mod executor;
 pub mod fake_model;
+pub mod second_engine;
 pub mod serial;

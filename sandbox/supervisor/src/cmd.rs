@@ -132,7 +132,7 @@ fn identity(
         ));
     }
     // CAP_SETGID (6) and CAP_SETUID (7), and root's file capabilities
-    // (CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, FSETID), which the
+    // (CHOWN, DAC_OVERRIDE, FOWNER, FSETID), which the
     // confined supervisor holds for this; never CAP_KILL or CAP_SETPCAP.
     let caps = if switch_user {
         (1 << 6) | (1 << 7) | crate::procs::VERIFIER_FILE_CAPS

@@ -10,8 +10,12 @@ use std::time::{Duration, Instant};
 use runner_supervisor::protocol::SUPERVISOR_UID;
 
 /// Root's file capabilities, which the supervisor holds only to lend a
-/// verifier's last command (see `cmd::identity`), never to use itself.
-pub const VERIFIER_FILE_CAPS: u64 = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4);
+/// verifier's last command (see `cmd::identity`), never to use itself:
+/// CHOWN (0), DAC_OVERRIDE (1), FOWNER (3), FSETID (4). Never
+/// DAC_READ_SEARCH (2): with it the engine's seccomp profile allows
+/// `open_by_handle_at`, which opens the host's files through any bind
+/// mount; DAC_OVERRIDE already reads every file.
+pub const VERIFIER_FILE_CAPS: u64 = (1 << 0) | (1 << 1) | (1 << 3) | (1 << 4);
 const CAP_KILL: u32 = 5;
 const CAP_SETGID: u32 = 6;
 const CAP_SETUID: u32 = 7;

@@ -68,6 +68,8 @@ pub struct GradeSpec<'a> {
     pub backend: &'a dyn Backend,
     /// The container runtime, as for the agent's sandbox.
     pub runtime: Option<String>,
+    /// The system-call filter, as for the agent's sandbox.
+    pub seccomp: crate::exec::seccomp::Seccomp,
     pub run_id: String,
     /// The attempt's run directory: `verifier.log` and `verifier-links.log`
     /// are written there.
@@ -145,6 +147,7 @@ pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Ve
         redactor: spec.redactor.clone(),
         max_run_time: timeout + Duration::from_secs(300),
         runtime: spec.runtime.clone(),
+        seccomp: spec.seccomp.clone(),
         ..SandboxSpec::new(spec.image, &spec.run_id)
     };
     if let Some(s) = spec.services {

@@ -73,6 +73,7 @@ pub fn docker_config(spec: &SandboxSpec) -> DockerConfig {
         keep_workdir_owner: spec.keep_workdir_owner,
         shell: spec.shell,
         join_network: spec.join_network.clone(),
+        seccomp: spec.seccomp.clone(),
         network_peers: spec.network_peers.clone(),
         ..DockerConfig::default()
     }

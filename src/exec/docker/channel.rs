@@ -21,7 +21,7 @@ use runner_supervisor::protocol::SUPERVISOR_UID;
 use tokio::net::unix::pipe;
 
 /// Where the sandbox sees the directory.
-pub const DIR_IN_SANDBOX: &str = "/.runner-chan";
+pub const DIR_IN_SANDBOX: &str = "/.runner-out";
 /// The FIFO's name in it.
 const FIFO: &str = "out";
 
@@ -49,7 +49,12 @@ impl Channel {
 
     fn make() -> std::io::Result<(Channel, pipe::Receiver)> {
         use std::os::unix::fs::PermissionsExt;
-        let dir = crate::exec::temp_dirs::create(crate::exec::temp_dirs::CHANNEL_PREFIX)?;
+        // Under a neutral name (the sandbox sees it in its mountinfo) that
+        // carries its owner, for gc.
+        let dir = crate::exec::temp_dirs::create_in(
+            &crate::exec::host_dirs::base()?,
+            crate::exec::host_dirs::CHANNEL_PREFIX,
+        )?;
         let fifo = dir.path().join(FIFO);
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
         let owner = Some(nix::unistd::Uid::from_raw(SUPERVISOR_UID));

@@ -140,6 +140,9 @@ pub struct DockerConfig {
     /// only way out is a filtering proxy (see `egress`); `network` is then
     /// `None`.
     pub egress: Option<super::egress::EgressSpec>,
+    /// The seccomp filter of this container and of every one started
+    /// beside it (sidecars, the egress proxy).
+    pub seccomp: crate::exec::seccomp::Seccomp,
 }
 
 impl Default for DockerConfig {
@@ -172,6 +175,7 @@ impl Default for DockerConfig {
             join_network: None,
             network_peers: Vec::new(),
             egress: None,
+            seccomp: crate::exec::seccomp::Seccomp::Runner,
         }
     }
 }
@@ -212,6 +216,7 @@ impl DockerConfig {
         if user_is_root(&self.user) {
             out.push(format!("commands run as root ('{}')", self.user));
         }
+        out.extend(self.seccomp.loosening());
         if self.disk_bytes.is_none() && self.workspace.is_some() {
             out.push("workspace size not bounded (--disk unlimited)".to_string());
         }

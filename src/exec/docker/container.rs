@@ -130,70 +130,20 @@ pub fn host_pids_limit(cfg: &DockerConfig, kernel: Kernel) -> i64 {
 /// none, see `sandbox/supervisor`): to kill every command process, to
 /// switch to the sandbox user, and to empty the commands' bounding set;
 /// and root's file capabilities, which it only lends a verifier's last
-/// command (`Executor::execute_final`), as Harbor's root verifier has them.
-const SUPERVISOR_CAPS: [&str; 9] = [
+/// command (`Executor::execute_final`). All under the ceiling
+/// (`hardening::CAPABILITY_CEILING`): no DAC_READ_SEARCH, whose
+/// `open_by_handle_at` leaves any bind mount (DAC_OVERRIDE already lets a
+/// root verifier read every file; Harbor's root verifier runs without it).
+pub(super) const SUPERVISOR_CAPS: [&str; 8] = [
     "KILL",
     "SETUID",
     "SETGID",
     "SETPCAP",
     "CHOWN",
     "DAC_OVERRIDE",
-    "DAC_READ_SEARCH",
     "FOWNER",
     "FSETID",
 ];
-
-/// The number of a capability, by its Docker name (without `CAP_`).
-fn cap_number(name: &str) -> Option<u32> {
-    const NAMES: [&str; 41] = [
-        "CHOWN",
-        "DAC_OVERRIDE",
-        "DAC_READ_SEARCH",
-        "FOWNER",
-        "FSETID",
-        "KILL",
-        "SETGID",
-        "SETUID",
-        "SETPCAP",
-        "LINUX_IMMUTABLE",
-        "NET_BIND_SERVICE",
-        "NET_BROADCAST",
-        "NET_ADMIN",
-        "NET_RAW",
-        "IPC_LOCK",
-        "IPC_OWNER",
-        "SYS_MODULE",
-        "SYS_RAWIO",
-        "SYS_CHROOT",
-        "SYS_PTRACE",
-        "SYS_PACCT",
-        "SYS_ADMIN",
-        "SYS_BOOT",
-        "SYS_NICE",
-        "SYS_RESOURCE",
-        "SYS_TIME",
-        "SYS_TTY_CONFIG",
-        "MKNOD",
-        "LEASE",
-        "AUDIT_WRITE",
-        "AUDIT_CONTROL",
-        "SETFCAP",
-        "MAC_OVERRIDE",
-        "MAC_ADMIN",
-        "SYSLOG",
-        "WAKE_ALARM",
-        "BLOCK_SUSPEND",
-        "AUDIT_READ",
-        "PERFMON",
-        "BPF",
-        "CHECKPOINT_RESTORE",
-    ];
-    let n = name.trim_start_matches("CAP_");
-    NAMES
-        .iter()
-        .position(|c| c.eq_ignore_ascii_case(n))
-        .and_then(|p| u32::try_from(p).ok())
-}
 
 /// The supervisor's command line: who commands run as, when the sandbox
 /// expires, and the capabilities commands keep (`cfg.cap_add`).
@@ -211,7 +161,8 @@ fn supervisor_args(cfg: &DockerConfig, uid: u32, gid: u32) -> Vec<String> {
     let caps: Vec<String> = cfg
         .cap_add
         .iter()
-        .filter_map(|c| cap_number(c))
+        .filter(|c| super::hardening::allowed(c))
+        .filter_map(|c| super::hardening::cap_number(c))
         .map(|n| n.to_string())
         .collect();
     if !caps.is_empty() {
@@ -333,7 +284,6 @@ pub fn spec(
         ));
     }
     let host_config = HostConfig {
-        cap_drop: Some(vec!["ALL".into()]),
         cap_add: Some(
             SUPERVISOR_CAPS
                 .iter()
@@ -341,11 +291,10 @@ pub fn spec(
                 .chain(cfg.cap_add.iter().cloned())
                 .collect(),
         ),
-        // Only adds no-new-privileges; the engine's seccomp and AppArmor
-        // defaults stay where it has them (what is actually in force is
-        // read back by `engine::inspect_security`).
-        security_opt: Some(vec!["no-new-privileges:true".into()]),
-        privileged: Some(false),
+        // No new privileges and the run's seccomp profile, set by
+        // `hardening::harden` below; the engine's AppArmor default stays
+        // (what is actually in force is read back by
+        // `engine::inspect_security`).
         readonly_rootfs: Some(!cfg.writable_rootfs),
         tmpfs: (!tmpfs.is_empty()).then_some(tmpfs),
         // A network of its own first; the service network is then
@@ -379,6 +328,8 @@ pub fn spec(
         auto_remove: Some(true),
         ..Default::default()
     };
+    let mut host_config = host_config;
+    super::hardening::harden(&mut host_config, &cfg.seccomp);
     ContainerCreateBody {
         image: Some(cfg.image.clone()),
         entrypoint: Some(vec![SUPERVISOR_IN_SANDBOX.into()]),
@@ -710,6 +661,43 @@ mod tests {
             exec_env(&cfg.env),
             ["LANG=C.UTF-8".to_string(), "DEPLOY_TOKEN=dt-secret".into()]
         );
+    }
+
+    #[test]
+    fn the_sandbox_holds_only_capabilities_under_the_ceiling_and_runners_filter() {
+        let cfg = DockerConfig {
+            cap_add: vec![
+                "SETUID".into(),
+                "DAC_READ_SEARCH".into(),
+                "SYS_ADMIN".into(),
+            ],
+            ..Default::default()
+        };
+        for c in SUPERVISOR_CAPS {
+            assert!(super::super::hardening::allowed(c), "{c}");
+        }
+        let body = spec(
+            &cfg,
+            (0, 0),
+            &WorkspaceMount::None,
+            Kernel::Host,
+            Some("/sup"),
+            None,
+        );
+        let hc = body.host_config.unwrap_or_default();
+        let caps = hc.cap_add.unwrap_or_default();
+        assert_eq!(caps.len(), SUPERVISOR_CAPS.len(), "{caps:?}");
+        assert!(
+            !caps
+                .iter()
+                .any(|c| c == "DAC_READ_SEARCH" || c == "SYS_ADMIN")
+        );
+        let opts = hc.security_opt.unwrap_or_default();
+        assert!(opts.contains(&"no-new-privileges:true".to_string()));
+        assert!(opts.iter().any(|o| o.starts_with("seccomp={")), "{opts:?}");
+        // Commands keep only what is under the ceiling too.
+        let args = body.cmd.unwrap_or_default().join(" ");
+        assert!(args.ends_with("--caps 7"), "{args}");
     }
 
     #[test]

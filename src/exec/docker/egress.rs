@@ -185,10 +185,9 @@ pub fn proxy_body(
         soft: Some(v),
         hard: Some(v),
     };
-    let host_config = HostConfig {
-        cap_drop: Some(vec!["ALL".into()]),
-        security_opt: Some(vec!["no-new-privileges:true".into()]),
-        privileged: Some(false),
+    // No capabilities, no new privileges, the run's seccomp profile:
+    // `hardening::harden` below.
+    let mut host_config = HostConfig {
         readonly_rootfs: Some(true),
         tmpfs: Some(HashMap::from([(
             CONF_DIR.to_string(),
@@ -217,6 +216,7 @@ pub fn proxy_body(
         auto_remove: Some(true),
         ..Default::default()
     };
+    super::hardening::harden(&mut host_config, &cfg.seccomp);
     // The configuration travels in the environment (nothing secret: the
     // names and the network) and is written into the tmpfs by the start
     // command: the image holds no policy of its own.
@@ -578,10 +578,14 @@ mod tests {
         assert_eq!(hc.cap_add, None);
         assert_eq!(hc.readonly_rootfs, Some(true));
         assert_eq!(hc.privileged, Some(false));
+        let opts = hc.security_opt.unwrap_or_default();
+        assert!(opts.contains(&"no-new-privileges:true".to_string()));
         assert!(
-            hc.security_opt
-                .unwrap_or_default()
-                .contains(&"no-new-privileges:true".to_string())
+            opts.contains(&format!(
+                "seccomp={}",
+                crate::exec::seccomp::RUNNER_PROFILE.json()
+            )),
+            "the run's profile applies to the proxy too"
         );
         assert_eq!(hc.memory, Some(PROXY_MEMORY_BYTES));
         assert_eq!(hc.runtime.as_deref(), Some("runsc"));

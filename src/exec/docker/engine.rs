@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::client::{CALL_TIMEOUT, call, short};
 use crate::exec::ExecError;
+use crate::exec::seccomp::{Seccomp, sha256_hex};
 
 /// Whose kernel serves the sandbox's system calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -77,6 +78,9 @@ pub struct EngineInfo {
     /// Raw `SecurityOptions`, e.g. `name=seccomp,profile=default`.
     pub security_options: Vec<String>,
     pub cgroup_version: Option<String>,
+    /// `DockerRootDir`: with userns-remap it ends in `<uid>.<gid>`, the
+    /// host ids the sandbox's root is.
+    pub docker_root_dir: Option<String>,
 }
 
 /// How to make a runtime known to the engine, for error hints.
@@ -116,6 +120,7 @@ impl EngineInfo {
                 .cgroup_version
                 .map(|v| v.to_string())
                 .filter(|v| !v.is_empty()),
+            docker_root_dir: info.docker_root_dir,
         }
     }
 
@@ -175,6 +180,20 @@ impl EngineInfo {
         self.option("userns").is_some()
     }
 
+    /// With userns-remap: the host uid and gid of the sandbox's root (the
+    /// start of the engine's subordinate range), read from the engine's
+    /// root directory (`<data-root>/<uid>.<gid>`); `None` without a remap
+    /// or when the engine does not say.
+    pub fn remap(&self) -> Option<(u32, u32)> {
+        if !self.remaps_users() {
+            return None;
+        }
+        let dir = self.docker_root_dir.as_deref()?;
+        let last = std::path::Path::new(dir).file_name()?.to_str()?;
+        let (u, g) = last.split_once('.')?;
+        Some((u.parse().ok()?, g.parse().ok()?))
+    }
+
     fn option(&self, name: &str) -> Option<BTreeMap<String, String>> {
         self.security_options.iter().find_map(|opt| {
             let mut fields = BTreeMap::new();
@@ -206,10 +225,14 @@ pub struct SandboxSecurity {
     /// `host` (runc, crun: the host's kernel, behind namespaces) or
     /// `gvisor` (runsc: a user-space kernel between the sandbox and the host).
     pub kernel: Kernel,
-    /// The seccomp filter on the sandbox's system calls: `default` (the
-    /// engine's profile), `unconfined`, `custom`, `none`, or why it is not
-    /// applied.
+    /// The seccomp filter on the sandbox's system calls: `runner` (runner's
+    /// profile, the default), `default` (the engine's), `file <path>` (the
+    /// user's), `unconfined`, `custom...` (a profile runner did not send),
+    /// `none`, or why it is not applied.
     pub seccomp: String,
+    /// SHA-256 of the profile the engine holds for the container (from its
+    /// inspect), `None` when it uses its built-in one or none.
+    pub seccomp_profile_sha256: Option<String>,
     /// The AppArmor profile (`AppArmorProfile`), `null` when none applies.
     pub apparmor: Option<String>,
     /// Whether the engine labels containers for SELinux.
@@ -217,6 +240,9 @@ pub struct SandboxSecurity {
     /// Whether root in the sandbox is an unprivileged uid on the host
     /// (the engine's userns-remap).
     pub userns: bool,
+    /// With `userns`: the host `uid:gid` the sandbox's root is (the
+    /// engine's remapped range starts there).
+    pub userns_remap: Option<String>,
     /// Whether the engine itself runs without root.
     pub rootless: bool,
     /// `private` or `host` cgroup namespace.
@@ -228,7 +254,8 @@ pub struct SandboxSecurity {
     pub cap_add: Vec<String>,
     pub readonly_rootfs: bool,
     pub network_mode: Option<String>,
-    /// `HostConfig.SecurityOpt` as the engine stored it.
+    /// `HostConfig.SecurityOpt` as the engine stored it, an inline seccomp
+    /// profile shown by its digest (`seccomp=sha256:<hex>`).
     pub security_opt: Vec<String>,
     /// The engine's `SecurityOptions`.
     pub engine_security_options: Vec<String>,
@@ -236,8 +263,13 @@ pub struct SandboxSecurity {
 }
 
 impl SandboxSecurity {
-    /// Combines the engine's facts with the container's inspect.
-    pub fn new(engine: &EngineInfo, c: &ContainerInspectResponse) -> SandboxSecurity {
+    /// Combines the engine's facts with the container's inspect, and the
+    /// profile runner asked for (named only when it is the one in force).
+    pub fn new(
+        engine: &EngineInfo,
+        c: &ContainerInspectResponse,
+        requested: &Seccomp,
+    ) -> SandboxSecurity {
         let hc = c.host_config.clone().unwrap_or_default();
         let runtime = hc
             .runtime
@@ -257,10 +289,15 @@ impl SandboxSecurity {
         };
         let privileged = hc.privileged == Some(true);
 
+        let inline = opt_value("seccomp").filter(|v| v != "unconfined");
+        let profile_sha = inline.as_deref().map(|v| sha256_hex(v.as_bytes()));
         let profile = match (privileged, opt_value("seccomp"), engine.option("seccomp")) {
             (true, _, _) => "unconfined (privileged)".to_string(),
             (_, Some(v), _) if v == "unconfined" => "unconfined".to_string(),
-            (_, Some(_), _) => "custom".to_string(),
+            (_, Some(_), _) => match requested.profile() {
+                Some(p) if profile_sha.as_deref() == Some(p.sha256()) => requested.label(),
+                _ => "custom (not the profile runner sent)".to_string(),
+            },
             (_, None, Some(f)) => f
                 .get("profile")
                 .cloned()
@@ -315,6 +352,10 @@ impl SandboxSecurity {
             apparmor,
             selinux: engine.option("selinux").is_some(),
             userns,
+            userns_remap: engine
+                .remap()
+                .filter(|_| userns)
+                .map(|(u, g)| format!("{u}:{g}")),
             rootless: engine.option("rootless").is_some(),
             cgroupns,
             cgroup_version: engine.cgroup_version.clone(),
@@ -324,7 +365,14 @@ impl SandboxSecurity {
             cap_add: hc.cap_add.clone().unwrap_or_default(),
             readonly_rootfs: hc.readonly_rootfs == Some(true),
             network_mode: hc.network_mode.clone(),
-            security_opt,
+            security_opt: security_opt
+                .iter()
+                .map(|o| match (o.strip_prefix("seccomp="), &profile_sha) {
+                    (Some(v), Some(sha)) if v != "unconfined" => format!("seccomp=sha256:{sha}"),
+                    _ => o.clone(),
+                })
+                .collect(),
+            seccomp_profile_sha256: profile_sha,
             engine_security_options: engine.security_options.clone(),
             engine_version: engine.version.clone(),
         }
@@ -336,6 +384,7 @@ pub async fn inspect_security(
     docker: &Docker,
     id: &str,
     engine: &EngineInfo,
+    requested: &Seccomp,
 ) -> Result<SandboxSecurity, ExecError> {
     let c = call(
         "inspect container",
@@ -344,7 +393,7 @@ pub async fn inspect_security(
         docker.inspect_container(id, None),
     )
     .await?;
-    Ok(SandboxSecurity::new(engine, &c))
+    Ok(SandboxSecurity::new(engine, &c, requested))
 }
 
 #[cfg(test)]
@@ -374,6 +423,7 @@ mod tests {
             ]),
             security_options: vec!["name=seccomp,profile=default".into()],
             cgroup_version: Some("1".into()),
+            docker_root_dir: Some("/var/lib/docker".into()),
         }
     }
 
@@ -423,13 +473,14 @@ mod tests {
             }),
             ..Default::default()
         };
-        let runc = SandboxSecurity::new(&e, &inspect("runc"));
+        let runc = SandboxSecurity::new(&e, &inspect("runc"), &Seccomp::EngineDefault);
         assert_eq!(runc.kernel, Kernel::Host);
         assert_eq!(runc.seccomp, "default");
+        assert_eq!(runc.seccomp_profile_sha256, None);
         assert_eq!(runc.apparmor, None);
         assert!(runc.no_new_privileges && !runc.userns && runc.readonly_rootfs);
         assert_eq!(runc.cgroupns, "host");
-        let gv = SandboxSecurity::new(&e, &inspect("runsc"));
+        let gv = SandboxSecurity::new(&e, &inspect("runsc"), &Seccomp::EngineDefault);
         assert_eq!(gv.kernel, Kernel::Gvisor);
         assert!(gv.seccomp.starts_with("not applied"), "{}", gv.seccomp);
         assert_eq!(gv.runtime_args, ["--platform=ptrace", "--network=none"]);
@@ -440,12 +491,64 @@ mod tests {
             }),
             ..Default::default()
         };
-        let u = SandboxSecurity::new(&e, &unconfined);
+        let u = SandboxSecurity::new(&e, &unconfined, &Seccomp::Runner);
         assert_eq!(
             (u.runtime.as_str(), u.seccomp.as_str()),
             ("runc", "unconfined")
         );
         assert!(!u.no_new_privileges);
+    }
+
+    #[test]
+    fn an_inline_profile_is_named_only_when_it_is_the_one_sent() {
+        let e = engine();
+        let runner = crate::exec::seccomp::RUNNER_PROFILE.clone();
+        let inspect = |opt: &str| ContainerInspectResponse {
+            host_config: Some(HostConfig {
+                security_opt: Some(vec!["no-new-privileges:true".into(), opt.into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let sent = inspect(&format!("seccomp={}", runner.json()));
+        let s = SandboxSecurity::new(&e, &sent, &Seccomp::Runner);
+        assert_eq!(s.seccomp, "runner");
+        assert_eq!(s.seccomp_profile_sha256.as_deref(), Some(runner.sha256()));
+        assert_eq!(
+            s.security_opt,
+            [
+                "no-new-privileges:true".to_string(),
+                format!("seccomp=sha256:{}", runner.sha256())
+            ]
+        );
+        let other = SandboxSecurity::new(&e, &inspect("seccomp={}"), &Seccomp::Runner);
+        assert!(other.seccomp.starts_with("custom"), "{}", other.seccomp);
+        let mut rt = inspect(&format!("seccomp={}", runner.json()));
+        if let Some(hc) = rt.host_config.as_mut() {
+            hc.runtime = Some("runsc".into());
+        }
+        let gv = SandboxSecurity::new(&e, &rt, &Seccomp::Runner);
+        assert!(
+            gv.seccomp.starts_with("not applied: runsc"),
+            "{}",
+            gv.seccomp
+        );
+        assert!(gv.seccomp.contains("(runner)"), "{}", gv.seccomp);
+    }
+
+    #[test]
+    fn the_remap_is_read_from_the_engines_root_directory() {
+        let mut e = EngineInfo {
+            security_options: vec!["name=userns".into()],
+            docker_root_dir: Some("/var/lib/docker/100000.100000".into()),
+            ..Default::default()
+        };
+        assert_eq!(e.remap(), Some((100000, 100000)));
+        e.docker_root_dir = Some("/var/lib/docker".into());
+        assert_eq!(e.remap(), None);
+        e.security_options.clear();
+        e.docker_root_dir = Some("/x/5.6".into());
+        assert_eq!(e.remap(), None, "no userns option, no remap");
     }
 
     #[test]

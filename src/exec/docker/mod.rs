@@ -16,6 +16,7 @@ mod egress;
 mod engine;
 mod files;
 mod gc;
+mod hardening;
 mod image;
 mod kill;
 mod launch;
@@ -49,6 +50,7 @@ pub use container::{
 pub use egress::{DEFAULT_EGRESS_NETWORK, EgressSpec, PROXY_IMAGE, PROXY_SERVICE};
 pub use engine::{EngineInfo, Kernel, REGISTER_RUNTIME_HINT, RuntimeInfo, SandboxSecurity};
 pub use gc::{GcReport, gc};
+pub use hardening::{CAPABILITY_CEILING, NEVER_CAPS};
 pub use seed::seed_workspace;
 pub use services::{DockerServices, LABEL_SERVICE};
 pub use snapshot::{LABEL_SNAPSHOT, SNAPSHOT_REPO};
@@ -200,7 +202,8 @@ impl DockerExecutor {
             }
             Some(p) => {
                 let host_dir = p.canonicalize()?;
-                let ws = prepare_bind(&cfg, &host_dir, &mut user, &mut loosenings).await?;
+                let ws = prepare_bind(&cfg, &host_dir, &mut user, &mut loosenings, engine.remap())
+                    .await?;
                 Some(ws)
             }
         };
@@ -359,7 +362,7 @@ impl DockerExecutor {
             let _ = exec.finish(false).await;
             return Err(e);
         }
-        if let Err(e) = exec.init(&engine).await {
+        if let Err(e) = exec.init(&engine, &cfg.seccomp).await {
             let _ = exec.finish(false).await;
             return Err(e);
         }
@@ -370,7 +373,11 @@ impl DockerExecutor {
     /// container and where to count OOM kills (inspects), and uploads the
     /// workspace in copy mode. No exec runs: the supervisor says whether
     /// the image has bash, and a fresh container's OOM-kill count is 0.
-    async fn init(&mut self, engine: &EngineInfo) -> Result<(), ExecError> {
+    async fn init(
+        &mut self,
+        engine: &EngineInfo,
+        seccomp: &crate::exec::seccomp::Seccomp,
+    ) -> Result<(), ExecError> {
         *self.oom_seen.get_mut() = Some(0);
         match self.lifeline.supervisor.ready(READY_LIMIT).await {
             Ok(hello) => {
@@ -405,7 +412,8 @@ impl DockerExecutor {
                 });
             }
         }
-        self.security = Some(engine::inspect_security(&self.docker, &self.id, engine).await?);
+        self.security =
+            Some(engine::inspect_security(&self.docker, &self.id, engine, seccomp).await?);
         let info = call(
             "inspect container",
             short(&self.id),

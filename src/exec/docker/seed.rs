@@ -38,7 +38,11 @@ async fn probe_container(
         ..DockerConfig::default()
     };
     let name = format!("{}-{what}", container_name(run_id));
+    // Never started; hardened all the same, as every container runner makes.
+    let mut host_config = bollard::models::HostConfig::default();
+    super::hardening::harden(&mut host_config, &cfg.seccomp);
     let body = ContainerCreateBody {
+        host_config: Some(host_config),
         image: Some(image_ref.to_string()),
         entrypoint: Some(vec!["true".into()]),
         cmd: Some(vec![]),

@@ -198,11 +198,10 @@ pub fn sidecar_body(
             ..Default::default()
         })
         .collect();
-    let host_config = HostConfig {
-        cap_drop: Some(vec!["ALL".into()]),
+    // Capabilities clamped to the ceiling, no new privileges and the
+    // run's seccomp profile: `hardening::harden` below.
+    let mut host_config = HostConfig {
         cap_add: Some(SIDECAR_CAPS.iter().map(|c| c.to_string()).collect()),
-        security_opt: Some(vec!["no-new-privileges:true".into()]),
-        privileged: Some(false),
         readonly_rootfs: Some(s.read_only),
         network_mode: Some(network.to_string()),
         memory: Some(spec.memory_bytes),
@@ -228,6 +227,7 @@ pub fn sidecar_body(
         auto_remove: Some(true),
         ..Default::default()
     };
+    super::hardening::harden(&mut host_config, &spec.seccomp);
     ContainerCreateBody {
         image: Some(s.image.clone()),
         entrypoint: s.entrypoint.clone(),

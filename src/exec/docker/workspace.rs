@@ -33,21 +33,32 @@ pub(super) enum Workspace {
     },
 }
 
+/// How many uids an engine's userns-remap range holds (Docker's default
+/// `dockremap` range).
+const REMAP_RANGE: u32 = 65536;
+
 /// Bind-mounts the workspace: through a size-limited filesystem when a
 /// limit is set and runner can mount one, else as it is (a loosening),
 /// with commands running as the directory's owner so nothing is chowned.
+/// With userns-remap (`remap`: the host ids of the sandbox's root) the
+/// disk is given to the sandbox user's host ids, and a workspace bound as
+/// it is must belong to a uid of the remapped range, which the commands
+/// then run as (inside, that uid less the range's start).
 pub(super) async fn prepare_bind(
     cfg: &DockerConfig,
     host_dir: &std::path::Path,
     user: &mut String,
     loosenings: &mut Vec<String>,
+    remap: Option<(u32, u32)>,
 ) -> Result<Workspace, ExecError> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(host_dir)?;
     let dir_owner = (meta.uid(), meta.gid());
     match cfg.disk_bytes {
         Some(size) if Disk::supported() => {
-            let sandbox_owner = numeric_user(user).unwrap_or((0, 0));
+            let (uid, gid) = numeric_user(user).unwrap_or((0, 0));
+            let (ub, gb) = remap.unwrap_or((0, 0));
+            let sandbox_owner = (uid.saturating_add(ub), gid.saturating_add(gb));
             let (host, run_id) = (host_dir.to_path_buf(), cfg.run_id.clone());
             let disk = tokio::task::spawn_blocking(move || {
                 Disk::create(size, &run_id, &host, sandbox_owner, Some(dir_owner))
@@ -66,7 +77,19 @@ pub(super) async fn prepare_bind(
                         .to_string(),
                 );
             }
-            *user = format!("{}:{}", dir_owner.0, dir_owner.1);
+            let inside = match remap {
+                None => dir_owner,
+                Some(base) => {
+                    inside_ids(dir_owner, base).ok_or_else(|| ExecError::RemappedWorkspace {
+                        path: host_dir.display().to_string(),
+                        uid: dir_owner.0,
+                        gid: dir_owner.1,
+                        base_uid: base.0,
+                        base_gid: base.1,
+                    })?
+                }
+            };
+            *user = format!("{}:{}", inside.0, inside.1);
             if user_is_root(user) && !loosenings.iter().any(|l| l.contains("as root")) {
                 loosenings.push(format!(
                     "commands run as root ('{user}'): the bind-mounted workspace {} is owned by root",
@@ -78,6 +101,13 @@ pub(super) async fn prepare_bind(
             })
         }
     }
+}
+
+/// The sandbox's ids of host ids `owner` under a remap starting at
+/// `base`, `None` outside its range.
+fn inside_ids(owner: (u32, u32), base: (u32, u32)) -> Option<(u32, u32)> {
+    let shift = |id: u32, b: u32| id.checked_sub(b).filter(|i| *i < REMAP_RANGE);
+    Some((shift(owner.0, base.0)?, shift(owner.1, base.1)?))
 }
 
 /// Copies a disk's work back (when `collect`) and removes it.
@@ -123,4 +153,19 @@ pub async fn recover_disks(docker: &Docker) -> crate::exec::disk::Recovered {
         tracing::warn!("recovering a dead run's workspace disk: {e}");
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inside_ids;
+
+    #[test]
+    fn remapped_owners_are_shifted_into_the_range_or_refused() {
+        let base = (100_000, 100_000);
+        assert_eq!(inside_ids((100_000, 100_000), base), Some((0, 0)));
+        assert_eq!(inside_ids((101_000, 101_000), base), Some((1000, 1000)));
+        assert_eq!(inside_ids((0, 0), base), None);
+        assert_eq!(inside_ids((1000, 1000), base), None);
+        assert_eq!(inside_ids((165_536, 100_000), base), None);
+    }
 }

@@ -3,7 +3,7 @@
 //! read-only).
 
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 /// The binary itself.
@@ -17,51 +17,11 @@ pub const IN_SANDBOX: &str = "/.runner/supervisor";
 /// Its file name in [`DIR_IN_SANDBOX`].
 pub const FILE_NAME: &str = "supervisor";
 
-/// Where the installed copies may live, best first: a directory of
-/// runner's own under the user's cache (`$XDG_CACHE_HOME/runner`,
-/// `~/.cache/runner`), else one in the temporary directory named for the
-/// uid, used only when it is ours and no one else may write it.
-fn dirs() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        out.push(PathBuf::from(d).join("runner"));
-    }
-    if let Some(h) = std::env::var_os("HOME") {
-        out.push(PathBuf::from(h).join(".cache").join("runner"));
-    }
-    let uid = nix::unistd::geteuid().as_raw();
-    out.push(std::env::temp_dir().join(format!("runner-{uid}")));
-    out
-}
-
-/// Makes `dir` (0700) and checks that it is a directory of ours that no
-/// one else may write: what the sandbox runs as its main process comes
-/// from there.
-fn own_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    let meta = std::fs::symlink_metadata(dir)?;
-    let mine = meta.uid() == nix::unistd::geteuid().as_raw();
-    if !meta.is_dir() || !mine || meta.mode() & 0o022 != 0 {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            format!(
-                "{} is not a directory of this user's that only it may write",
-                dir.display()
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// The host path of the installed supervisor, written (atomically, mode
 /// 0555) when this build's copy is not there yet.
 pub fn installed() -> std::io::Result<PathBuf> {
     let mut last = None;
-    for dir in dirs() {
+    for (dir, _) in crate::exec::host_dirs::candidates() {
         match install_in(&dir) {
             Ok(p) => return Ok(p),
             Err(e) => {
@@ -90,9 +50,18 @@ pub fn archive() -> std::io::Result<Vec<u8>> {
     b.into_inner()
 }
 
+/// Installs the copy in `dir` (see [`crate::exec::host_dirs`]: the
+/// sandbox sees this path in its mountinfo), named by its hash alone.
 fn install_in(dir: &std::path::Path) -> std::io::Result<PathBuf> {
-    own_dir(dir)?;
-    let path = dir.join(format!("supervisor-{HASH}"));
+    let mode = crate::exec::host_dirs::candidates()
+        .into_iter()
+        .find(|(d, _)| d == dir)
+        .map_or(0o700, |(_, m)| m);
+    crate::exec::host_dirs::own_dir(dir, mode)?;
+    let path = dir.join(format!(
+        "{}{HASH}",
+        crate::exec::host_dirs::SUPERVISOR_PREFIX
+    ));
     if let Ok(meta) = std::fs::symlink_metadata(&path)
         && meta.is_file()
         && meta.len() == u64::try_from(SUPERVISOR.len()).unwrap_or(0)

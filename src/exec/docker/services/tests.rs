@@ -58,7 +58,13 @@ fn sidecars_are_hardened_and_limited() {
     let hc = body.host_config.clone().unwrap_or_default();
     assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
     assert_eq!(hc.cap_add.unwrap_or_default().len(), SIDECAR_CAPS.len());
-    assert_eq!(hc.security_opt, Some(vec!["no-new-privileges:true".into()]));
+    assert_eq!(
+        hc.security_opt,
+        Some(vec![
+            "no-new-privileges:true".into(),
+            format!("seccomp={}", crate::exec::seccomp::RUNNER_PROFILE.json())
+        ])
+    );
     assert_eq!(hc.memory, Some(256 << 20));
     assert_eq!(hc.memory_swap, Some(256 << 20));
     assert_eq!(hc.nano_cpus, Some(500_000_000));
