@@ -155,4 +155,10 @@ fn a_tests_directory_linked_out_of_the_task_is_refused() {
     link(&host_dir, &t.join("tests"));
     let ran = eval(&d, &["t", "--agent", "nop"]);
     assert_refused(&d, &ran, "t/tests", &secret);
+    // A system directory too, named as such.
+    std::fs::remove_file(t.join("tests")).expect("rm link");
+    link(Path::new("/etc"), &t.join("tests"));
+    let ran = eval(&d, &["t", "--agent", "nop"]);
+    assert_refused(&d, &ran, "t/tests", &secret);
+    assert!(ran.stderr().contains("/etc"), "{}", ran.explain());
 }
