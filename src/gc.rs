@@ -25,5 +25,14 @@ pub async fn run() -> Result<bool, Failure> {
         }
         clean &= cleanup.errors.is_empty();
     }
+    // After the backends: a dead run's disk gives its work back first.
+    let swept = crate::exec::temp_dirs::sweep();
+    for p in &swept.removed {
+        println!("removed {}", visible(&p.display().to_string()));
+    }
+    for e in &swept.errors {
+        eprintln!("warning: {}", visible(e));
+    }
+    clean &= swept.errors.is_empty();
     Ok(clean)
 }

@@ -21,6 +21,7 @@ pub mod hints;
 pub mod hostfs;
 pub mod invoker;
 pub mod model;
+pub mod output_path;
 pub mod plural;
 pub mod prompt;
 pub mod redact;

@@ -33,7 +33,7 @@ impl Workspace {
                 })
             }
             None => {
-                let tmp = tempfile::Builder::new().prefix("runner-ws-").tempdir()?;
+                let tmp = crate::exec::temp_dirs::create(crate::exec::temp_dirs::WORKSPACE_PREFIX)?;
                 Ok(Workspace {
                     path: tmp.path().to_path_buf(),
                     scratch: Some(tmp),
@@ -54,7 +54,14 @@ impl Workspace {
     /// `keep`. Returns the path when the files are still there.
     pub fn finish(self, keep: bool) -> Option<PathBuf> {
         match self.scratch {
-            Some(tmp) if keep => Some(tmp.keep()),
+            Some(tmp) if keep => {
+                let path = tmp.keep();
+                // Its runner exits next: without the mark gc would take it.
+                if let Err(e) = crate::exec::temp_dirs::mark_kept(&path) {
+                    tracing::warn!("cannot mark {} as kept: {e}", path.display());
+                }
+                Some(path)
+            }
             Some(tmp) => {
                 let _ = tmp.close();
                 None

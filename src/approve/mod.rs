@@ -6,6 +6,7 @@
 
 pub mod policy;
 pub mod prompt;
+mod shell;
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,11 +1,14 @@
 //! Which commands `--approve risky` asks about: the deny list's patterns
-//! (asked about when `--no-default-deny` lets them through) and the risky
-//! list below. A prompt for a person, not a security boundary: a command
-//! can hide what it does from any list of patterns (a script it wrote, a
-//! variable, an alias), and the sandbox stays what contains it.
+//! (asked about when `--no-default-deny` lets them through), the risky
+//! list below, and what cannot be read without running it. A prompt for a
+//! person, not a security boundary: a command can hide what it does from
+//! any list of patterns (a script it wrote, an alias, an interpreter), and
+//! the sandbox stays what contains it.
 //!
-//! Every rule matches words anywhere in the command line, so it errs
-//! toward asking: `echo curl` is asked about too.
+//! The line is parsed as the shell parses it ([`super::shell`]) and each
+//! rule is matched on every simple command's words after quote removal,
+//! and on the line as written (so it errs toward asking: `echo curl` is
+//! asked about too).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -18,6 +21,14 @@ pub const DENY_LIST_RULE: &str = "deny-list";
 
 /// The rule name of writes outside the workspace.
 pub const OUTSIDE_WORKSPACE_RULE: &str = "outside-workspace";
+
+/// The rule name of what cannot be read without running it: `eval`, a
+/// variable or substitution as the command, a `sh -c` string built at run
+/// time, a line that does not parse.
+pub const DYNAMIC_RULE: &str = "dynamic";
+
+/// What [`DYNAMIC_RULE`] means, for the README.
+pub const DYNAMIC_ABOUT: &str = "eval; a variable, $(...) or `...` in the command's place; sh -c or bash -c with a string built at run time; a line that does not parse as shell";
 
 /// A command word: at the start, or after a space, a separator, an opening
 /// parenthesis, a backtick or a slash (`/usr/bin/curl`).
@@ -127,20 +138,39 @@ impl RiskyPolicy {
 
     /// The name of the first rule `command` matches, if any.
     pub fn matched(&self, command: &str) -> Option<&'static str> {
-        if self.deny.check(command).is_some() {
+        let reading = super::shell::read(command, &self.workdir);
+        // The line as written, then each simple command as the shell sees it.
+        let lines: Vec<String> = std::iter::once(command.to_string())
+            .chain(reading.commands.iter().map(|c| c.words.join(" ")))
+            .collect();
+        if lines.iter().any(|l| self.deny.check(l).is_some()) {
             return Some(DENY_LIST_RULE);
         }
-        if let Some((name, _)) = self.rules.iter().find(|(_, re)| re.is_match(command)) {
+        let hit = self
+            .rules
+            .iter()
+            .find(|(_, re)| lines.iter().any(|l| re.is_match(l)));
+        if let Some((name, _)) = hit {
             return Some(name);
         }
-        write_targets(command)
+        if reading.dynamic.is_some() {
+            return Some(DYNAMIC_RULE);
+        }
+        reading
+            .commands
             .iter()
-            .any(|t| self.outside(t))
+            .any(|c| {
+                c.redirect_writes
+                    .iter()
+                    .chain(&command_writes(&c.program))
+                    .any(|t| self.outside(t, c.cwd.as_deref()))
+            })
             .then_some(OUTSIDE_WORKSPACE_RULE)
     }
 
-    /// Whether writing to `target` writes outside the workspace.
-    fn outside(&self, target: &str) -> bool {
+    /// Whether writing to `target` from `cwd` (unknown: `None`) writes
+    /// outside the workspace.
+    fn outside(&self, target: &str, cwd: Option<&Path>) -> bool {
         if target == "~"
             || target.starts_with("~/")
             || target.starts_with("$HOME")
@@ -149,10 +179,11 @@ impl RiskyPolicy {
             return true;
         }
         let path = Path::new(target);
-        let full = if path.is_absolute() {
-            normalize(path)
-        } else {
-            normalize(&self.workdir.join(path))
+        let full = match cwd {
+            _ if path.is_absolute() => normalize(path),
+            Some(cwd) => normalize(&cwd.join(path)),
+            // After a `cd` the line does not say where to.
+            None => return true,
         };
         const HARMLESS: &[&str] = &["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"];
         if HARMLESS.iter().any(|h| full == Path::new(h)) || full.starts_with("/dev/fd") {
@@ -163,7 +194,7 @@ impl RiskyPolicy {
 }
 
 /// `path` with `.` and `..` resolved lexically (no file system look-up).
-fn normalize(path: &Path) -> PathBuf {
+pub(super) fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
         match c {
@@ -186,103 +217,45 @@ const WRITES_EVERY_ARG: &[&str] = &[
 /// Commands whose last argument is the path they write.
 const WRITES_LAST_ARG: &[&str] = &["cp", "mv", "install", "ln", "rsync"];
 
-/// Words that run the command after them.
-const PREFIXES: &[&str] = &["sudo", "env", "time", "nohup", "nice", "exec", "command"];
-
-/// The paths `command` writes, as far as a plain reading of the line
-/// tells: redirect targets and the destinations of the commands above.
-/// Quotes are dropped, variables other than `$HOME` are not expanded.
-fn write_targets(command: &str) -> Vec<String> {
-    let mut targets = redirect_targets(command);
-    for simple in command.split(['\n', ';', '&', '|', '(', ')', '`']) {
-        // Up to the first redirect (its target is counted above).
-        let before_redirect = simple.split(['>', '<']).next().unwrap_or("");
-        let mut words = words(before_redirect);
-        // `2>`: the descriptor is the redirect's, not an argument.
-        if before_redirect.len() < simple.len()
-            && !before_redirect.ends_with(char::is_whitespace)
-            && words
-                .last()
-                .is_some_and(|w| w.chars().all(|c| c.is_ascii_digit()))
-        {
-            words.pop();
-        }
-        let mut rest = words
-            .iter()
-            .map(String::as_str)
-            .skip_while(|w| PREFIXES.contains(w) || is_assignment(w));
-        let Some(program) = rest.next() else { continue };
-        let program = program.rsplit('/').next().unwrap_or(program);
-        let args: Vec<&str> = rest.collect();
-        let plain: Vec<&str> = args
-            .iter()
-            .copied()
-            .filter(|a| !a.starts_with('-'))
-            .collect();
-        if WRITES_EVERY_ARG.contains(&program) {
-            // chmod's and chown's first argument is the mode or owner.
-            let skip = usize::from(matches!(program, "chmod" | "chown" | "chgrp"));
-            targets.extend(plain.iter().skip(skip).map(|s| s.to_string()));
-        } else if WRITES_LAST_ARG.contains(&program) {
-            targets.extend(plain.last().map(|s| s.to_string()));
-            for (i, a) in args.iter().enumerate() {
-                if *a == "-t" {
-                    targets.extend(args.get(i + 1).map(|s| s.to_string()));
-                } else if let Some(dir) = a.strip_prefix("--target-directory=") {
-                    targets.push(dir.to_string());
-                }
+/// The paths the simple command `program` (its words from the program on,
+/// quotes removed) writes, as far as its arguments tell.
+fn command_writes(program: &[String]) -> Vec<String> {
+    let mut targets = Vec::new();
+    let Some((name, args)) = program.split_first() else {
+        return targets;
+    };
+    let name = name.rsplit('/').next().unwrap_or(name);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let plain: Vec<&str> = args
+        .iter()
+        .copied()
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    if WRITES_EVERY_ARG.contains(&name) {
+        // chmod's and chown's first argument is the mode or owner.
+        let skip = usize::from(matches!(name, "chmod" | "chown" | "chgrp"));
+        targets.extend(plain.iter().skip(skip).map(|s| s.to_string()));
+    } else if WRITES_LAST_ARG.contains(&name) {
+        targets.extend(plain.last().map(|s| s.to_string()));
+        for (i, a) in args.iter().enumerate() {
+            if *a == "-t" {
+                targets.extend(args.get(i + 1).map(|s| s.to_string()));
+            } else if let Some(dir) = a.strip_prefix("--target-directory=") {
+                targets.push(dir.to_string());
             }
-        } else if program == "sed" && args.iter().any(|a| a.starts_with("-i")) {
-            // The script comes first unless -e gave it.
-            let skip = usize::from(!args.contains(&"-e"));
-            targets.extend(plain.iter().skip(skip).map(|s| s.to_string()));
-        } else if program == "dd" {
-            targets.extend(
-                args.iter()
-                    .filter_map(|a| a.strip_prefix("of="))
-                    .map(str::to_string),
-            );
         }
+    } else if name == "sed" && args.iter().any(|a| a.starts_with("-i")) {
+        // The script comes first unless -e gave it.
+        let skip = usize::from(!args.contains(&"-e"));
+        targets.extend(plain.iter().skip(skip).map(|s| s.to_string()));
+    } else if name == "dd" {
+        targets.extend(
+            args.iter()
+                .filter_map(|a| a.strip_prefix("of="))
+                .map(str::to_string),
+        );
     }
     targets
-}
-
-/// Targets of `>`, `>>`, `>|`, `&>` (not `>&2`, a descriptor).
-fn redirect_targets(command: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = command;
-    while let Some(at) = rest.find('>') {
-        rest = &rest[at + 1..];
-        let after = rest.trim_start_matches(['>', '|']);
-        if after.starts_with('&') || after.starts_with('(') {
-            continue;
-        }
-        if let Some(word) = words(after).into_iter().next() {
-            out.push(word);
-        }
-    }
-    out
-}
-
-/// Whitespace-separated words with quotes dropped; a word ends at a shell
-/// separator too.
-fn words(text: &str) -> Vec<String> {
-    text.split_whitespace()
-        .map(|w| {
-            w.split([';', '&', '|', '<', '>', ')'])
-                .next()
-                .unwrap_or("")
-                .replace(['\'', '"'], "")
-        })
-        .filter(|w| !w.is_empty())
-        .collect()
-}
-
-/// `NAME=value` before a command.
-fn is_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    })
 }
 
 #[cfg(test)]
@@ -449,6 +422,87 @@ mod tests {
             "dd if=/dev/zero of=/dev/sda",
         ] {
             assert_eq!(p.matched(cmd), Some(DENY_LIST_RULE), "{cmd}");
+        }
+    }
+
+    #[test]
+    fn quoting_escapes_and_wrappers_do_not_hide_a_command() {
+        let p = policy();
+        for (cmd, rule) in [
+            (r"\curl -s http://x", "network"),
+            (r#""curl" -s http://x"#, "network"),
+            ("cu''rl -s http://x", "network"),
+            (r#"c"ur"l x"#, "network"),
+            (r"r\m -rf build", "recursive-delete"),
+            (r#""rm" "-rf" build"#, "recursive-delete"),
+            (r#""sudo" id"#, DENY_LIST_RULE),
+            ("cd /etc && touch x", OUTSIDE_WORKSPACE_RULE),
+            ("cd /workspace/.. ; echo x > y", OUTSIDE_WORKSPACE_RULE),
+            ("(cd /etc; touch x)", OUTSIDE_WORKSPACE_RULE),
+            ("cd .. && touch x", OUTSIDE_WORKSPACE_RULE),
+            ("cd $D && touch x", OUTSIDE_WORKSPACE_RULE),
+            ("cd && touch x", OUTSIDE_WORKSPACE_RULE),
+            ("$(echo curl) x", "network"),
+            ("env curl x", "network"),
+            ("env -i A=1 cu''rl x", "network"),
+            ("command curl x", "network"),
+            ("echo http://x | xargs curl", "network"),
+            ("busybox wget http://x", "network"),
+            ("nice -n 5 \"wget\" x", "network"),
+            ("sh -c 'cu\"\"rl x'", "network"),
+            ("bash -lc \"r\\m -rf build\"", "recursive-delete"),
+            ("sh -c \"sh -c 'w\\get x'\"", "network"),
+            ("if true; then cu''rl x; fi", "network"),
+            ("for i in 1; do \"wget\" x; done", "network"),
+            ("f() { \"curl\" x; }; f", "network"),
+            ("cat <(cu''rl x)", "network"),
+            ("echo $(cu''rl x)", "network"),
+            ("echo `cu''rl x`", "network"),
+            ("{ echo x; } > /etc/y", OUTSIDE_WORKSPACE_RULE),
+            ("ap''t-get install jq", "package-install"),
+            ("p\\ip install x", "package-install"),
+        ] {
+            assert_eq!(p.matched(cmd), Some(rule), "{cmd}");
+        }
+    }
+
+    #[test]
+    fn what_cannot_be_read_without_running_it_is_asked_about() {
+        let p = policy();
+        for cmd in [
+            "eval \"$X\"",
+            "X=cu; ${X}rl x",
+            "$CMD x",
+            "$(printf cu)rl x",
+            "`printf rm` -rf x",
+            "$'\\x63url' x",
+            "sh -c \"$S\"",
+            "bash -c \"$(cat script)\"",
+            "echo \"unterminated",
+            "if then fi",
+        ] {
+            assert_eq!(p.matched(cmd), Some(DYNAMIC_RULE), "{cmd}");
+        }
+    }
+
+    #[test]
+    fn ordinary_shell_is_still_not_risky() {
+        let p = policy();
+        for cmd in [
+            "cd sub && touch x",
+            "cd /workspace/sub; echo x > y",
+            "cd sub && cd .. && mkdir out",
+            "echo 'hello world' > out.txt",
+            "for f in *.txt; do wc -l \"$f\"; done",
+            "X=1 make -j2",
+            "python3 -c 'print(1)'",
+            "sh -c 'echo hi > out.txt'",
+            "ls \"$HOME\"",
+            "echo $(date) >> log.txt",
+            "env FOO=1 ./run.sh",
+            "if [ -f x ]; then cat x; fi",
+        ] {
+            assert_eq!(p.matched(cmd), None, "{cmd}");
         }
     }
 }

@@ -8,7 +8,6 @@
 //! many jobs run at once or which shard this is). Secrets typed with
 //! `--env` enter it hashed, and never appear in `settings`.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -272,18 +271,9 @@ fn read_small(path: &Path) -> Result<String, ManifestError> {
 }
 
 /// Writes `text` to a temporary file beside `path`, syncs it and renames
-/// it over `path`.
+/// it over `path` (a link there is refused).
 fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(text.as_bytes())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    crate::output_path::write_replacing(path, text.as_bytes())
 }
 
 #[cfg(test)]

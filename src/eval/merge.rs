@@ -60,6 +60,14 @@ fn run_inner(args: &MergeSettings) -> Result<u8, Refused> {
     if !(0.0..=1.0).contains(&args.min_pass_rate) {
         return Err(MergeError::MinPassRate.into());
     }
+    for (flag, p) in [
+        ("--json", &args.json),
+        ("--junit", &args.junit),
+        ("--summary", &args.summary),
+    ] {
+        crate::output_path::refuse_link(flag, p.as_deref())
+            .map_err(|e| Refused::Report(e.into()))?;
+    }
     let mut parts = Vec::new();
     let mut canonical = Vec::new();
     for dir in &args.dirs {
@@ -161,6 +169,10 @@ fn collect(dir: &Path, m: &SuiteManifest) -> Collected {
     for task in &m.shard_tasks {
         for n in 1..=m.attempts_per_task {
             let run_dir = dir.join(task).join(n.to_string());
+            if let Some(link) = link_on_the_way(dir, task, n) {
+                out.push(through_link(task, n, run_dir, &link));
+                continue;
+            }
             let a = match manifest::read_attempt(&run_dir) {
                 Some(a) if a.task == *task && a.attempt == n => {
                     let written = std::fs::symlink_metadata(run_dir.join(ATTEMPT_FILE))
@@ -198,6 +210,29 @@ fn collect(dir: &Path, m: &SuiteManifest) -> Collected {
         attempts: out,
         span,
     }
+}
+
+/// `DIR/TASK` or `DIR/TASK/N` when it is a link: a shard directory may
+/// come from another machine, and a record read through a link there
+/// could be any file's (another suite's, a forged one).
+fn link_on_the_way(dir: &Path, task: &str, n: u32) -> Option<PathBuf> {
+    let task_dir = dir.join(task);
+    [task_dir.clone(), task_dir.join(n.to_string())]
+        .into_iter()
+        .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
+}
+
+/// An attempt whose directory is a link: not read, reported as an error.
+fn through_link(task: &str, n: u32, run_dir: PathBuf, link: &Path) -> Attempt {
+    let why = format!(
+        "{} is a link; merge reads no record through a link (copy the directory itself into the shard)",
+        link.display()
+    );
+    eprintln!("warning: {task}#{n}: {}", visible(&why));
+    let mut a = Attempt::not_run(task, n, run_dir, Status::Error, String::new());
+    a.agent_outcome = "not_run".into();
+    a.error = Some(why);
+    a
 }
 
 /// An attempt reported as interrupted, saying why.

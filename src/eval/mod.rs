@@ -73,6 +73,8 @@ pub enum EvalError {
     Manifest(#[from] manifest::ManifestError),
     #[error("--html: {0}")]
     Html(String),
+    #[error("{0}")]
+    OutputLink(#[from] crate::output_path::LinkAtOutput),
     #[error("{} already holds a suite's results", .0.display())]
     OutputInUse(PathBuf),
     #[error("--resume {}: not the same suite: {detail}", dir.display())]
@@ -91,6 +93,9 @@ impl EvalError {
         }
         if let EvalError::HarborJob(e) = self {
             return Some(e.hint().to_string());
+        }
+        if let EvalError::OutputLink(e) = self {
+            return Some(e.hint());
         }
         if let EvalError::Task(e) = self
             && let Some(h) = e.hint()

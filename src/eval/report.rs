@@ -429,7 +429,7 @@ pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
         Status::Interrupted => "⏹ interrupted",
         Status::Skipped => "⏭ skipped",
     };
-    let _ = writeln!(s, "## {title}\n\n{}\n", totals_line(totals));
+    let _ = writeln!(s, "## {}\n\n{}\n", visible(title), totals_line(totals));
     let _ = writeln!(
         s,
         "| task | attempt | status | reward | metrics | grading | signals | steps | duration | cost | outcome |"
@@ -468,7 +468,7 @@ pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
         for a in flagged {
             let _ = writeln!(s, "- **{} #{}**", visible(&a.task), a.attempt);
             for sig in &a.signals {
-                let _ = writeln!(s, "  - {}: {}", sig.kind, visible(&sig.detail));
+                let _ = writeln!(s, "  - {}: {}", visible(&sig.kind), visible(&sig.detail));
             }
         }
     }
@@ -565,20 +565,12 @@ pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
         }
         return out.flush();
     }
-    if let Some(p) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(p)?;
-    }
-    std::fs::write(path, text)
+    crate::output_path::write_replacing(path, text.as_bytes())
 }
 
 /// Appends `text` to `path` (GITHUB_STEP_SUMMARY accumulates steps).
 pub fn append(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?;
-    f.write_all(text.as_bytes())
+    crate::output_path::append_no_follow(path, text.as_bytes())
 }
 
 #[cfg(test)]

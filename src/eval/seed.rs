@@ -56,7 +56,9 @@ impl SeedCache {
     /// when `backend` has images.
     pub fn new(backend: Arc<dyn Backend>, run_id: &str) -> std::io::Result<SeedCache> {
         let root = if backend.capabilities().images {
-            Some(tempfile::Builder::new().prefix("runner-seed-").tempdir()?)
+            Some(crate::exec::temp_dirs::create(
+                crate::exec::temp_dirs::SEED_PREFIX,
+            )?)
         } else {
             None
         };

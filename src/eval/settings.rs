@@ -150,6 +150,15 @@ impl EvalSettings {
                 return bad(flag, &most);
             }
         }
+        for (flag, p) in [
+            ("--json", &self.json),
+            ("--junit", &self.junit),
+            ("--summary", &self.summary),
+            ("--html", &self.html),
+            ("--harbor-job", &self.harbor_job),
+        ] {
+            crate::output_path::refuse_link(flag, p.as_deref())?;
+        }
         Ok(())
     }
 }

@@ -173,9 +173,7 @@ impl LocalExecutor {
     /// mapped (see [`Executor::path`]), named to commands by
     /// `RUNNER_SANDBOX_ROOT`. The host's own root is never written.
     pub fn with_root(mut self) -> io::Result<LocalExecutor> {
-        let root = tempfile::Builder::new()
-            .prefix("runner-local-root-")
-            .tempdir()?;
+        let root = super::temp_dirs::create(super::temp_dirs::LOCAL_ROOT_PREFIX)?;
         // Resolved (TMPDIR may be a link), so `readlink -f` of a path under
         // it starts with exactly what `path` hands out.
         let real = root.path().canonicalize()?;

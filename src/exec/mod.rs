@@ -16,6 +16,7 @@ pub mod seccomp;
 pub mod shell;
 pub mod strip;
 pub mod supervisor;
+pub mod temp_dirs;
 pub mod tree;
 
 use std::time::Duration;

@@ -17,7 +17,6 @@ pub mod page;
 pub mod section;
 pub mod suite;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -118,8 +117,8 @@ fn run_page(a: &load::AttemptData) -> String {
     page::page(&title, &subtitle, h, &json!({"kind": "run"}))
 }
 
-/// Writes the page for `dir` to `output` (replacing it atomically: a link
-/// at that name is replaced, not written through), with `redactor`'s
+/// Writes the page for `dir` to `output` (replacing it atomically; a link
+/// at that name is refused, see [`crate::output_path`]), with `redactor`'s
 /// secrets removed when given.
 pub fn write(dir: &Path, output: &Path, redactor: Option<&Redactor>) -> Result<(), ViewError> {
     let page = render(dir)?;
@@ -131,25 +130,15 @@ pub fn write(dir: &Path, output: &Path, redactor: Option<&Redactor>) -> Result<(
         path: output.to_path_buf(),
         source,
     };
-    let parent = output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(err)?;
-    tmp.write_all(page.as_bytes()).map_err(err)?;
-    // A report, readable like the others (the temporary file is 0600).
-    use std::os::unix::fs::PermissionsExt as _;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))
-        .map_err(err)?;
-    tmp.persist(output).map_err(|e| err(e.error))?;
-    Ok(())
+    crate::output_path::write_replacing(output, page.as_bytes()).map_err(err)
 }
 
 /// `runner view DIR [--output FILE] [--open]`: writes the page, prints
 /// its path on stdout and, with `open`, opens it with `xdg-open`.
 pub fn run(dir: &Path, output: Option<&Path>, open: bool) -> Result<u8, Failure> {
     let output = output.map_or_else(|| dir.join(DEFAULT_FILE), Path::to_path_buf);
+    crate::output_path::refuse_link("--output", Some(&output))
+        .map_err(|e| Failure::new(e.to_string(), Some(e.hint())))?;
     write(dir, &output, None)?;
     let shown = std::path::absolute(&output).unwrap_or(output);
     println!("{}", shown.display());

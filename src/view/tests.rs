@@ -276,13 +276,15 @@ fn the_page_is_written_atomically_and_secrets_are_redacted() {
     trajectory(&run, "x");
     std::fs::write(run.join("verifier.log"), "key sk-live-0123456789abcdef\n").unwrap();
     let out = tmp.path().join("page.html");
-    // A link at the output's name is replaced, not written through.
+    // A link at the output's name is refused, not written through.
     let target = tmp.path().join("target.txt");
     std::fs::write(&target, "keep").unwrap();
     std::os::unix::fs::symlink(&target, &out).unwrap();
     let r = Redactor::new(vec!["sk-live-0123456789abcdef".into()]).unwrap();
-    write(&run, &out, Some(&r)).unwrap();
+    assert!(write(&run, &out, Some(&r)).is_err());
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    std::fs::remove_file(&out).unwrap();
+    write(&run, &out, Some(&r)).unwrap();
     let page = std::fs::read_to_string(&out).unwrap();
     assert!(page.contains("[REDACTED]") && !page.contains("sk-live-0123456789abcdef"));
 }

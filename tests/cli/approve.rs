@@ -9,7 +9,7 @@ use std::time::Duration;
 use expectrl::{ControlCode, Eof, Expect, session::OsSession};
 use serde_json::Value;
 
-use crate::support::binary::{Dir, of_type, outcome};
+use crate::support::binary::{Dir, Exec, of_type, outcome};
 use crate::support::serial::shared;
 
 /// The question's last line (runner's `approve::prompt::CHOICES`).
@@ -31,6 +31,11 @@ impl Run {
 
     /// As [`Run::start`]; no `task`: a conversation.
     fn start_with(d: &Dir, script: &str, approve: &str, task: Option<&str>) -> Run {
+        Run::start_on(d, script, approve, task, &Exec::Local.args())
+    }
+
+    /// As [`Run::start_with`], on the executor `exec` names.
+    fn start_on(d: &Dir, script: &str, approve: &str, task: Option<&str>, exec: &[String]) -> Run {
         let s = d.write("script.json", script);
         let ws = d.path().join("ws");
         std::fs::create_dir_all(&ws).unwrap();
@@ -39,7 +44,8 @@ impl Run {
             .arg("scripted")
             .arg("--script")
             .arg(&s)
-            .args(["--executor", "local", "--approve", approve, "--workspace"])
+            .args(exec)
+            .args(["--approve", approve, "--workspace"])
             .arg(&ws)
             .args(task);
         Run::spawn(c, ws)
@@ -555,4 +561,67 @@ fn a_continuation_that_would_ask_needs_a_terminal() {
     );
     assert!(err.contains("hint: "), "{err}");
     assert_eq!(d.trajectory().len(), events_before, "nothing appended");
+}
+
+/// Issue 21, finding 7: quoting, escapes, wrappers and a `cd` hid commands
+/// from `--approve risky`. In the docker sandbox, each of these is asked
+/// about with the rule the shell's reading of it matches; each is
+/// declined, and none ran (the sandbox's files say so).
+#[test]
+fn risky_sees_through_quoting_escapes_and_cd_in_the_sandbox() {
+    let _s = shared();
+    let d = Dir::new();
+    let asked = [
+        (r#"\curl -s http://127.0.0.1:9 > curl.txt"#, "network"),
+        (r#""curl" -s http://127.0.0.1:9 > curl2.txt"#, "network"),
+        ("cu''rl -s http://127.0.0.1:9 > curl3.txt", "network"),
+        (r"r\m -rf keep", "recursive-delete"),
+        (r#""sudo" id > sudo.txt"#, "deny-list"),
+        ("cd /etc && touch runner-approve-x", "outside-workspace"),
+        ("env w''get http://127.0.0.1:9", "network"),
+        ("sh -c 'r\"\"m -rf keep'", "recursive-delete"),
+        ("X=cu; ${X}rl http://127.0.0.1:9", "dynamic"),
+    ];
+    let mut turns: Vec<Value> = vec![serde_json::json!(
+        {"tool_calls":[{"name":"bash","input":{"command":"mkdir -p keep && echo made"}}]}
+    )];
+    for (cmd, _) in &asked {
+        turns.push(serde_json::json!({"tool_calls":[{"name":"bash","input":{"command":cmd}}]}));
+    }
+    turns.push(
+        serde_json::json!({"tool_calls":[{"name":"bash","input":{"command":
+        "ls; test -e /etc/runner-approve-x && echo ETC-TOUCHED; true"}}]}),
+    );
+    turns.push(serde_json::json!({"text":"done"}));
+    let mut run = Run::start_on(
+        &d,
+        &Value::Array(turns).to_string(),
+        "risky",
+        Some("the task"),
+        &Exec::Docker.args(),
+    );
+    for (cmd, rule) in &asked {
+        run.wait_for(&format!(
+            "approve this command (--approve risky, rule {rule}):"
+        ));
+        run.wait_for(&format!("    {cmd}"));
+        run.answer("n");
+    }
+    let ws = run.ws.clone();
+    let (code, seen) = run.finish();
+    assert_eq!(code, 0, "{seen}");
+    assert_eq!(seen.matches(CHOICES).count(), asked.len(), "{seen}");
+    assert!(ws.join("keep").is_dir(), "a declined rm ran");
+    for f in ["curl.txt", "curl2.txt", "curl3.txt", "sudo.txt"] {
+        assert!(!ws.join(f).exists(), "a declined command ran: {f}");
+    }
+    let traj = d.trajectory();
+    let rules: Vec<&str> = approvals(&traj)
+        .iter()
+        .map(|a| a["rule"].as_str().unwrap_or(""))
+        .collect();
+    let want: Vec<&str> = asked.iter().map(|(_, r)| *r).collect();
+    assert_eq!(rules, want);
+    let out = tool_outputs(&traj);
+    assert!(!out.iter().any(|o| o.contains("ETC-TOUCHED")), "{out:?}");
 }

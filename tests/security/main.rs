@@ -31,6 +31,7 @@ mod setuid;
 mod seccomp;
 mod sigkill;
 mod supervisor;
+mod temp_dirs;
 mod terminal;
 mod userns;
 mod workspace;

@@ -65,6 +65,18 @@ impl Ctx<'_> {
         if !out.starts_with(self.task_dir) {
             return Err(self.refused(svc, key, format!("'{rel}' leaves the task directory")));
         }
+        // The names stay inside, but a link they pass may not (`up/../x`
+        // with `up -> ..`): where the path exists, where it really is counts.
+        let real = |p: &Path| std::fs::canonicalize(p).ok();
+        if let (Some(real_out), Some(root)) = (real(&out), real(self.task_dir))
+            && !real_out.starts_with(&root)
+        {
+            return Err(self.refused(
+                svc,
+                key,
+                format!("'{rel}' leaves the task directory through a link"),
+            ));
+        }
         Ok(out)
     }
 }

@@ -10,6 +10,7 @@
 pub mod envsubst;
 #[cfg(test)]
 mod keys_tests;
+mod links;
 pub mod schema;
 pub mod tb1;
 mod toml_error;
@@ -57,6 +58,15 @@ pub enum TaskError {
     },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
+    /// A link in a task directory that leaves it (see [`links`]).
+    #[error(
+        "{path} is a link to {target}, outside the task directory {dir}; refused (runner never reads a host file through a task)"
+    )]
+    LinkOut {
+        path: PathBuf,
+        target: PathBuf,
+        dir: PathBuf,
+    },
     #[error("{0} is neither a task directory (with instruction.md) nor holds any")]
     NoTasks(PathBuf),
     #[error("two tasks are named '{name}': {a} and {b}")]
@@ -111,6 +121,10 @@ impl TaskError {
     pub fn hint(&self) -> Option<String> {
         match self {
             TaskError::Refused { hint, .. } => Some(hint.clone()),
+            TaskError::LinkOut { path, .. } => Some(format!(
+                "put a copy of the file in the task directory instead (cp --remove-destination \"$(readlink -f {p})\" {p}), or point the link at a file inside it",
+                p = path.display()
+            )),
             TaskError::UnsetVar { var, .. } => Some(format!(
                 "export {var} before running runner eval, or give the task a default: ${{{var}:-value}}"
             )),
@@ -418,6 +432,7 @@ impl Task {
         dir: &Path,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Task, TaskError> {
+        links::refuse_links_out(dir)?;
         let read = |p: PathBuf| {
             std::fs::read_to_string(&p).map_err(|source| TaskError::Read { path: p, source })
         };

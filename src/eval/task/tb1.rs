@@ -125,12 +125,13 @@ struct ComposeServices {
 /// Maps the Terminal-Bench 1 task in `src` into a fresh directory and loads
 /// it; the task keeps `src`'s name and records it as `source_dir`.
 pub fn load(src: &Path) -> Result<Task, TaskError> {
-    let tmp = tempfile::Builder::new()
-        .prefix("runner-tb1-")
-        .tempdir()
-        .map_err(|source| TaskError::Write {
-            path: std::env::temp_dir(),
-            source,
+    super::links::refuse_links_out(src)?;
+    let tmp =
+        crate::exec::temp_dirs::create(crate::exec::temp_dirs::TB1_PREFIX).map_err(|source| {
+            TaskError::Write {
+                path: std::env::temp_dir(),
+                source,
+            }
         })?;
     let name = src
         .file_name()
@@ -199,30 +200,6 @@ fn set_executable(path: &Path) -> Result<(), TaskError> {
     std::fs::set_permissions(path, perm).map_err(write_err(path))
 }
 
-/// Whether the link at `root/rel` with `target` resolves inside `root`
-/// (judged on the names; links are not followed).
-fn link_stays_inside(rel: &Path, target: &Path) -> bool {
-    if target.is_absolute() {
-        return false;
-    }
-    let mut depth: i64 = 0;
-    let parent = rel.parent().unwrap_or(Path::new(""));
-    for c in parent.components().chain(target.components()) {
-        match c {
-            Component::Normal(_) => depth += 1,
-            Component::ParentDir => {
-                depth -= 1;
-                if depth < 0 {
-                    return false;
-                }
-            }
-            Component::CurDir => {}
-            _ => return false,
-        }
-    }
-    true
-}
-
 /// Copies the tree at `root/rel` to `dst`: directories, regular files, and
 /// links that stay inside `root` (as links); anything else is refused.
 /// `skip` sees each path relative to `root`.
@@ -278,7 +255,7 @@ fn copy_entry(
             path: src.clone(),
             source,
         })?;
-        if !link_stays_inside(rel, &target) {
+        if !super::links::link_stays_inside(rel, &target) {
             return Err(invalid(
                 &src,
                 format!(

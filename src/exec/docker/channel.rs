@@ -49,10 +49,12 @@ impl Channel {
 
     fn make() -> std::io::Result<(Channel, pipe::Receiver)> {
         use std::os::unix::fs::PermissionsExt;
-        // Under a neutral name: the sandbox sees it in its mountinfo.
-        let dir = tempfile::Builder::new()
-            .prefix(crate::exec::host_dirs::CHANNEL_PREFIX)
-            .tempdir_in(crate::exec::host_dirs::base()?)?;
+        // Under a neutral name (the sandbox sees it in its mountinfo) that
+        // carries its owner, for gc.
+        let dir = crate::exec::temp_dirs::create_in(
+            &crate::exec::host_dirs::base()?,
+            crate::exec::host_dirs::CHANNEL_PREFIX,
+        )?;
         let fifo = dir.path().join(FIFO);
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
         let owner = Some(nix::unistd::Uid::from_raw(SUPERVISOR_UID));

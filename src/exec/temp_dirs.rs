@@ -1,0 +1,251 @@
+//! runner's temporary directories on the host, named in one place, and
+//! their sweep by `runner gc`.
+//!
+//! Each is made in the temp directory with its kind's prefix followed by
+//! its owner, the runner process's pid and start time (`runner-ws-
+//! 4242.987654-Ab3xYz`; a channel `/run/runner/ch-4242.987654-Ab3xYz`, see
+//! [`super::host_dirs`]). A runner killed with SIGKILL cannot remove its own;
+//! `runner gc` removes those whose owner is gone, checked the way
+//! containers' owner labels are ([`super::liveness`]), and never a live
+//! runner's. The owner is in the name, not in a file inside, because what
+//! is inside a workspace or a channel directory is partly the sandbox's
+//! doing: a forged owner file could make gc remove a live run's directory.
+//!
+//! Removal does not follow links: `std::fs::remove_dir_all` unlinks a link
+//! found inside the tree instead of descending through it, and a top-level
+//! entry that is a link is left alone.
+//!
+//! The disks of `--disk` (`runner-disk-`, [`super::disk`]) hold a dead
+//! run's work and are recovered by their own sweep, which runs first.
+
+use std::path::{Path, PathBuf};
+
+use super::{host_dirs, liveness};
+
+/// A run's scratch workspace (no `--workspace`), an eval attempt's.
+pub const WORKSPACE_PREFIX: &str = "runner-ws-";
+/// An eval suite's cache of seeded image working directories.
+pub const SEED_PREFIX: &str = "runner-seed-";
+/// A Terminal-Bench 1 task mapped to Harbor's layout.
+pub const TB1_PREFIX: &str = "runner-tb1-";
+/// The local executor's root for a task's absolute paths.
+pub const LOCAL_ROOT_PREFIX: &str = "runner-local-root-";
+
+/// Every prefix [`sweep`] looks at in the temp directory (the channel
+/// directories of older runners were there too).
+pub const ALL_PREFIXES: [&str; 5] = [
+    host_dirs::LEGACY_CHANNEL_PREFIX,
+    WORKSPACE_PREFIX,
+    SEED_PREFIX,
+    TB1_PREFIX,
+    LOCAL_ROOT_PREFIX,
+];
+
+/// The suffix of the marker beside a scratch workspace kept for the user
+/// (`--keep-workspace`, or a run that did not complete): gc leaves it.
+const KEPT_SUFFIX: &str = ".kept";
+
+/// Makes a new temporary directory of the kind `prefix` owned by this
+/// process (see the module's documentation).
+pub fn create(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    create_in(&std::env::temp_dir(), prefix)
+}
+
+/// As [`create`], in `base`.
+pub fn create_in(base: &Path, prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    let pid = std::process::id();
+    let start = liveness::process_start(pid).unwrap_or_default();
+    tempfile::Builder::new()
+        .prefix(&format!("{prefix}{pid}.{start}-"))
+        .tempdir_in(base)
+}
+
+/// Marks the scratch workspace `dir` as kept for the user, so that gc
+/// does not take it when its runner has exited.
+pub fn mark_kept(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let Some(marker) = kept_marker(dir) else {
+        return Ok(());
+    };
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&marker)
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
+    }
+}
+
+fn kept_marker(dir: &Path) -> Option<PathBuf> {
+    let name = dir.file_name()?.to_string_lossy().into_owned();
+    Some(dir.with_file_name(format!("{name}{KEPT_SUFFIX}")))
+}
+
+/// A directory's owner, read from its name after the prefix.
+#[derive(Debug, PartialEq, Eq)]
+enum Owner {
+    Process {
+        pid: u32,
+        start: String,
+    },
+    /// Named before owners were recorded.
+    Unrecorded,
+}
+
+fn owner_of(rest: &str) -> Option<Owner> {
+    let Some((owner, _random)) = rest.rsplit_once('-') else {
+        return Some(Owner::Unrecorded);
+    };
+    let (pid, start) = owner.split_once('.')?;
+    Some(Owner::Process {
+        pid: pid.parse().ok()?,
+        start: start.to_string(),
+    })
+}
+
+/// What a sweep did.
+#[derive(Debug, Default)]
+pub struct Swept {
+    pub removed: Vec<PathBuf>,
+    pub errors: Vec<String>,
+}
+
+/// Seconds since the epoch at which this host booted (`btime`).
+fn boot_time() -> Option<std::time::SystemTime> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let secs: u64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+}
+
+/// Whether the entry `name` (a directory, not a link) of the temp dir is
+/// a dead runner's to remove.
+fn is_abandoned(dir: &Path, name: &str, meta: &std::fs::Metadata, prefixes: &[&str]) -> bool {
+    let Some(rest) = prefixes.iter().find_map(|p| name.strip_prefix(p)) else {
+        return false;
+    };
+    if rest.ends_with(KEPT_SUFFIX) || kept_marker(dir).is_some_and(|m| m.exists()) {
+        return false;
+    }
+    match owner_of(rest) {
+        Some(Owner::Process { pid, start }) => {
+            let start = (!start.is_empty()).then_some(start.as_str());
+            !liveness::is_alive(pid, start)
+        }
+        // No process running now is older than the boot: a directory last
+        // changed before it was left by a runner of an earlier boot.
+        Some(Owner::Unrecorded) => {
+            matches!((meta.modified(), boot_time()), (Ok(m), Some(b)) if m < b)
+        }
+        None => false,
+    }
+}
+
+/// Removes runner's temporary directories whose runner is gone (in the
+/// temp directory, and channels in [`host_dirs`]' directories), and
+/// kept-markers whose workspace is gone.
+pub fn sweep() -> Swept {
+    let mut out = Swept::default();
+    sweep_in(&std::env::temp_dir(), &ALL_PREFIXES, &mut out);
+    for (dir, _) in host_dirs::candidates() {
+        sweep_in(&dir, &[host_dirs::CHANNEL_PREFIX], &mut out);
+    }
+    out
+}
+
+fn sweep_in(tmp: &Path, prefixes: &[&str], out: &mut Swept) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_file() && name.starts_with(WORKSPACE_PREFIX) && name.ends_with(KEPT_SUFFIX) {
+            let dir = tmp.join(name.trim_end_matches(KEPT_SUFFIX));
+            if std::fs::symlink_metadata(&dir).is_err() {
+                let _ = std::fs::remove_file(&path);
+            }
+            continue;
+        }
+        if !meta.is_dir() || !is_abandoned(&path, &name, &meta, prefixes) {
+            continue;
+        }
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => out.removed.push(path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => out.errors.push(format!("removing {}: {e}", path.display())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owners_are_read_from_names() {
+        assert_eq!(
+            owner_of("42.9876-AbC123"),
+            Some(Owner::Process {
+                pid: 42,
+                start: "9876".into()
+            })
+        );
+        assert_eq!(owner_of("AbC123"), Some(Owner::Unrecorded));
+        assert_eq!(owner_of("x.y-AbC123"), None);
+    }
+
+    #[test]
+    fn a_dead_owners_dirs_go_and_a_live_ones_and_kept_ones_stay() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let me = std::process::id();
+        let start = liveness::process_start(me).expect("own start");
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::fs::write(outside.path().join("canary"), "host").expect("write");
+        let mk = |name: &str| {
+            let p = tmp.path().join(name);
+            std::fs::create_dir_all(p.join("sub")).expect("mkdir");
+            // A link a sandbox made: removed, never followed.
+            std::os::unix::fs::symlink(outside.path(), p.join("sub/out")).expect("link");
+            p
+        };
+        let live = mk(&format!("{WORKSPACE_PREFIX}{me}.{start}-aaaaaa"));
+        let dead = mk(&format!(
+            "{}{me}.1-bbbbbb",
+            host_dirs::LEGACY_CHANNEL_PREFIX
+        ));
+        let kept = mk(&format!("{WORKSPACE_PREFIX}{me}.1-cccccc"));
+        mark_kept(&kept).expect("mark");
+        let fresh_legacy = mk(&format!("{SEED_PREFIX}dddddd"));
+        let other = mk("runner-test-eeeeee");
+        std::os::unix::fs::symlink(
+            outside.path(),
+            tmp.path().join(format!("{SEED_PREFIX}1.1-ff")),
+        )
+        .expect("link");
+        let mut swept = Swept::default();
+        sweep_in(tmp.path(), &ALL_PREFIXES, &mut swept);
+        assert_eq!(swept.removed, vec![dead.clone()], "{swept:?}");
+        assert!(!dead.exists());
+        for p in [&live, &kept, &fresh_legacy, &other] {
+            assert!(p.exists(), "{}", p.display());
+        }
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("canary")).expect("read"),
+            "host"
+        );
+        // The kept workspace removed by its user: its marker goes too.
+        std::fs::remove_dir_all(&kept).expect("rm");
+        sweep_in(tmp.path(), &ALL_PREFIXES, &mut Swept::default());
+        assert!(!kept_marker(&kept).expect("marker").exists());
+    }
+}
