@@ -1,6 +1,7 @@
 //! A Docker engine of a test's own, beside the shared one: its own
 //! `dockerd` (data root, exec root, pid file and unix socket under a temp
-//! dir, its own containerd, no bridge, no iptables, the vfs driver), for
+//! dir, its own containerd, a bridge of its own, no iptables, no
+//! ip_forward change, the vfs driver), for
 //! settings a test must not change on the engine other engineers use
 //! (`--userns-remap`). It is stopped (by its own pid) and everything of it
 //! removed when dropped.
@@ -19,6 +20,33 @@ const START_LIMIT: Duration = Duration::from_secs(90);
 pub struct SecondEngine {
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// The default bridge this engine uses, made (and removed) by the test.
+    bridge: String,
+}
+
+/// Runs `ip ARGS`, panicking when it fails.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("ip {args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Makes a bridge of the test's own for the engine's default network.
+/// Never `--bridge=none`: dockerd then deletes the host's `docker0`, the
+/// shared engine's bridge.
+fn own_bridge() -> String {
+    let n = std::process::id() % 250;
+    let name = format!("rtb{}", std::process::id() % 100_000);
+    ip(&["link", "add", &name, "type", "bridge"]);
+    ip(&["addr", "add", &format!("198.18.{n}.1/24"), "dev", &name]);
+    ip(&["link", "set", &name, "up"]);
+    name
 }
 
 impl SecondEngine {
@@ -47,6 +75,12 @@ impl SecondEngine {
         }
         std::fs::write(p.join("daemon.json"), conf.to_string()).expect("daemon.json");
         let log = std::fs::File::create(p.join("dockerd.log")).expect("log");
+        let mut engine = SecondEngine {
+            child: None,
+            bridge: own_bridge(),
+            dir,
+        };
+        let p = engine.dir.path();
         let path = |name: &str| p.join(name).display().to_string();
         let child = Command::new("dockerd")
             .args(["--config-file", &path("daemon.json")])
@@ -54,7 +88,13 @@ impl SecondEngine {
             .args(["--exec-root", &path("exec")])
             .args(["--pidfile", &path("dockerd.pid")])
             .args(["-H", &format!("unix://{}", path("docker.sock"))])
-            .args(["--bridge=none", "--iptables=false", "--ip-masq=false"])
+            .args([
+                "--bridge",
+                &engine.bridge,
+                "--iptables=false",
+                "--ip-masq=false",
+            ])
+            .arg("--ip-forward=false")
             .args(["--storage-driver", "vfs"])
             .args(["--cgroup-parent", "runner-test-engine"])
             .args(extra)
@@ -63,10 +103,7 @@ impl SecondEngine {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start dockerd: {e}"));
-        let engine = SecondEngine {
-            dir,
-            child: Some(child),
-        };
+        engine.child = Some(child);
         let start = Instant::now();
         while start.elapsed() < START_LIMIT {
             if engine
@@ -164,5 +201,9 @@ fn unmount_under(dir: &Path) {
 impl Drop for SecondEngine {
     fn drop(&mut self) {
         self.stop();
+        // The bridge goes after the engine that used it.
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.bridge])
+            .output();
     }
 }
