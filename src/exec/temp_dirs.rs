@@ -179,6 +179,17 @@ fn sweep_in(tmp: &Path, prefixes: &[&str], out: &mut Swept) {
         if !meta.is_dir() || !is_abandoned(&path, &name, &meta, prefixes) {
             continue;
         }
+        // remove_dir_all descends into mounted filesystems: a disk or a
+        // nosuid view still mounted there (a recovery that failed) holds
+        // someone's work, never to be deleted through it.
+        if let Some(m) = mount_under(&path) {
+            out.errors.push(format!(
+                "left {}: {} is still mounted there (unmount it, then run runner gc again)",
+                path.display(),
+                m.display()
+            ));
+            continue;
+        }
         match std::fs::remove_dir_all(&path) {
             Ok(()) => out.removed.push(path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -187,9 +198,58 @@ fn sweep_in(tmp: &Path, prefixes: &[&str], out: &mut Swept) {
     }
 }
 
+/// A mount point at or under `dir`, from the kernel's list of this
+/// process's mounts (`/proc/self/mountinfo`, field 5, octal-escaped).
+fn mount_under(dir: &Path) -> Option<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mount_points(&info).find(|m| m.starts_with(dir))
+}
+
+fn mount_points(info: &str) -> impl Iterator<Item = PathBuf> + '_ {
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|raw| PathBuf::from(unescape_octal(raw)))
+}
+
+/// Undoes mountinfo's `\ooo` escapes (space, tab, newline, backslash).
+fn unescape_octal(raw: &str) -> String {
+    let b = raw.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let oct = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], oct) {
+            (b'\\', Some(d)) => {
+                out.push(
+                    d.iter()
+                        .fold(0u8, |n, c| n.wrapping_mul(8).wrapping_add(c - b'0')),
+                );
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mount_points_are_read_unescaped() {
+        let info = "36 35 98:0 / /mnt/a\\040b rw - ext4 /dev/x rw\n\
+                    37 35 98:0 / /tmp/runner-ws-1.2-x/disk rw - ext4 /dev/loop0 rw\n";
+        let all: Vec<PathBuf> = mount_points(info).collect();
+        assert_eq!(all[0], PathBuf::from("/mnt/a b"));
+        assert!(all.iter().any(|m| m.starts_with("/tmp/runner-ws-1.2-x")));
+        assert!(!all.iter().any(|m| m.starts_with("/tmp/runner-ws-1.2-y")));
+    }
 
     #[test]
     fn owners_are_read_from_names() {
