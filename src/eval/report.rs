@@ -497,7 +497,7 @@ fn flagged_section(s: &mut String, attempts: &[Attempt]) {
             "- **{} #{}**: {}; {}",
             visible(&a.task),
             a.attempt,
-            super::flagged::kinds(a).join(", "),
+            visible(&super::flagged::kinds(a).join(", ")),
             visible(&regrade)
         );
     }

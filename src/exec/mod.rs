@@ -196,13 +196,13 @@ impl ExecError {
                     .to_string(),
             ),
             ExecError::ImageUnavailable { image, .. } => Some(image_hint(image)),
-            ExecError::RemappedWorkspace {
-                base_uid, base_gid, ..
-            } => Some(format!(
-                "drop --disk unlimited (runner then copies the workspace onto a disk the sandbox \
-                 owns), or give the directory to the remapped range: `chown -R {base_uid}:{base_gid} DIR` \
-                 (the sandbox's root)"
-            )),
+            // Giving the directory to the range is no way out: a directory
+            // not owned by the person running runner is refused (workspace.rs).
+            ExecError::RemappedWorkspace { .. } => Some(
+                "drop --disk unlimited: runner then copies the workspace onto a disk the sandbox \
+                 owns and gives the work back as your files"
+                    .to_string(),
+            ),
             ExecError::ShellUnavailable { .. } => Some(
                 "run with --shell fresh, or use an image (or a PATH) that has bash".to_string(),
             ),
