@@ -411,8 +411,7 @@ async fn a_build_context_that_leaves_the_task_through_a_link_is_refused() {
     .unwrap();
     // Refused when the task is read, before any build starts.
     let err = compose::load(task.path(), &BTreeMap::new())
-        .err()
-        .expect("a linked-out context must be refused at load");
+        .expect_err("a linked-out context must be refused at load");
     assert!(
         err.to_string().contains("leaves the task directory"),
         "{err}"
