@@ -123,11 +123,42 @@ async fn gc_spares_containers_that_merely_carry_runner_labels() {
     }
 }
 
+/// Removes the test's images and every container of its run id, also when
+/// the test panics (a build step the engine never started stays `Created`).
+struct BuildLeftovers {
+    run_id: String,
+    tag: String,
+}
+
+impl Drop for BuildLeftovers {
+    fn drop(&mut self) {
+        let ids = docker_cli(&[
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label={LABEL_RUN_ID}={}", self.run_id),
+        ]);
+        for id in ids.split_whitespace() {
+            let _ = Command::new("docker").args(["rm", "-f", id]).output();
+        }
+        let _ = Command::new("docker")
+            .args([
+                "rmi",
+                "-f",
+                &format!("{}:step", self.tag),
+                &format!("{}:base", self.tag),
+            ])
+            .output();
+    }
+}
+
 /// Runs `docker build` with the classic builder (as `runner eval` does).
 fn build(dir: &std::path::Path, tag: &str) -> Command {
     let mut c = Command::new("docker");
     c.env("DOCKER_BUILDKIT", "0")
-        .args(["build", "-q", "-t", tag, "."])
+        // --force-rm: a step that fails (or never starts) leaves no
+        // container behind either.
+        .args(["build", "-q", "--force-rm", "-t", tag, "."])
         .current_dir(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -143,6 +174,10 @@ async fn gc_during_a_build_from_a_labelled_image_leaves_the_build_alone() {
     child.wait().unwrap();
     let run_id = run_id("sec-gc-build");
     let tag = format!("runner-test-{}", run_id.to_lowercase());
+    let _leftovers = BuildLeftovers {
+        run_id: run_id.clone(),
+        tag: tag.clone(),
+    };
     let base = tempfile::tempdir().unwrap();
     // A base image carrying a dead runner's labels, as a committed
     // sandbox would: the build's containers inherit them.
@@ -186,9 +221,6 @@ async fn gc_during_a_build_from_a_labelled_image_leaves_the_build_alone() {
     };
     let report = gc(&d).await.unwrap();
     let done = building.wait_with_output().unwrap();
-    let _ = Command::new("docker")
-        .args(["rmi", "-f", &format!("{tag}:step"), &format!("{tag}:base")])
-        .output();
     eprintln!(
         "gc during the build: {report:?}; the build {}",
         if done.status.success() {
