@@ -1,11 +1,76 @@
-//! One id per tool call. A reply whose calls share an id (LiteLLM in front
-//! of llama.cpp's server sent 13 `tool_use` blocks with one id) would get
-//! results no API can match to their calls; the repeats are renamed
-//! (`ID_2`, `ID_3`, ...) before anything runs, and the loop says so.
+//! One id per tool call. LiteLLM's `/v1/messages` in front of llama.cpp's
+//! server streams one call as a `tool_use` block per upstream chunk, every
+//! block with the same id and name and a fragment of the arguments: such a
+//! run of blocks is joined back into the one call it is (when the joined
+//! fragments are a JSON object). Calls that still share an id would get
+//! results no API can match to them: the repeats are renamed (`ID_2`,
+//! `ID_3`, ...). Both before anything runs, and the loop says so.
 
 use std::collections::HashSet;
 
+use serde_json::Value;
+
 use crate::model::{Block, Message};
+
+/// Joins each run of consecutive tool calls sharing id and name whose
+/// argument fragments, end to end, are one JSON object; one line per join.
+pub fn join_split_calls(message: &mut Message) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut out: Vec<Block> = Vec::with_capacity(message.content.len());
+    let mut blocks = std::mem::take(&mut message.content).into_iter().peekable();
+    while let Some(block) = blocks.next() {
+        let Block::ToolUse { id, name, .. } = &block else {
+            out.push(block);
+            continue;
+        };
+        let (id, name) = (id.clone(), name.clone());
+        let mut run = vec![block];
+        while let Some(next) = blocks.next_if(
+            |b| matches!(b, Block::ToolUse { id: i, name: n, .. } if *i == id && *n == name),
+        ) {
+            run.push(next);
+        }
+        match joined_input(&run) {
+            Some(input) if run.len() > 1 => {
+                notes.push(format!(
+                    "the model's reply split one tool call into {} blocks sharing the id '{id}' (as LiteLLM streams it); joined them into one call",
+                    run.len()
+                ));
+                out.push(Block::ToolUse {
+                    id,
+                    name,
+                    input,
+                    raw_input: None,
+                });
+            }
+            _ => out.extend(run),
+        }
+    }
+    message.content = out;
+    notes
+}
+
+/// The arguments of `run`'s blocks end to end, when they are one object.
+fn joined_input(run: &[Block]) -> Option<Value> {
+    let mut text = String::new();
+    for b in run {
+        let Block::ToolUse {
+            input, raw_input, ..
+        } = b
+        else {
+            return None;
+        };
+        match raw_input {
+            Some(raw) => text.push_str(raw),
+            None if input.as_object().is_some_and(|o| o.is_empty()) => {}
+            None => text.push_str(&input.to_string()),
+        }
+    }
+    match serde_json::from_str::<Value>(&text) {
+        Ok(v @ Value::Object(_)) => Some(v),
+        _ => None,
+    }
+}
 
 /// Renames every repeated tool-call id of `message`; returns one line per
 /// id that was shared, saying how it was renamed (none when all differ).
@@ -66,6 +131,38 @@ mod tests {
             input: json!({}),
             raw_input: None,
         }
+    }
+
+    fn fragment(id: &str, raw: &str) -> Block {
+        Block::ToolUse {
+            id: id.into(),
+            name: "bash".into(),
+            input: json!({}),
+            raw_input: Some(raw.into()),
+        }
+    }
+
+    #[test]
+    fn a_call_split_into_same_id_blocks_is_joined_and_real_repeats_are_not() {
+        let mut m = Message {
+            role: Role::Assistant,
+            content: ["{\"", "command", "\":", " \"", "ls", "\"}"]
+                .iter()
+                .map(|f| fragment("c", f))
+                .chain([call("d"), call("d")])
+                .collect(),
+        };
+        let notes = join_split_calls(&mut m);
+        let calls: Vec<_> = m.tool_calls().collect();
+        assert_eq!(calls.len(), 3, "{m:?}");
+        assert_eq!(calls[0].input, &json!({"command": "ls"}));
+        assert_eq!(calls[0].raw_input, None);
+        assert_eq!((calls[1].id, calls[2].id), ("d", "d"));
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].contains("into 6 blocks sharing the id 'c'"),
+            "{notes:?}"
+        );
     }
 
     #[test]

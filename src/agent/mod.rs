@@ -252,7 +252,9 @@ impl Agent<'_> {
                 }
                 Err(e) => return RunEnd::model_error(&e),
             };
-            for note in call_ids::make_unique(&mut reply.message) {
+            let mut notes = call_ids::join_split_calls(&mut reply.message);
+            notes.extend(call_ids::make_unique(&mut reply.message));
+            for note in notes {
                 sink(&Event::Notice { message: note });
             }
             if !usage_noticed && reply.usage == Usage::default() && !is_empty_reply(&reply) {

@@ -206,6 +206,50 @@ fn duplicate_tool_ids_from_litellm_are_renamed_and_said() {
     );
 }
 
+/// The real LiteLLM stream (vector 30): one call streamed as a `tool_use`
+/// block per fragment, all with one id, is run as the one call it is.
+#[test]
+fn litellm_split_tool_use_blocks_are_joined_into_one_call() {
+    let _s = shared();
+    let d = Dir::new();
+    std::fs::create_dir_all(d.path().join(WS)).expect("ws");
+    let vector = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/llm-vectors/30_litellm_messages_stream_tool_use.0.sse");
+    let sse = std::fs::read_to_string(&vector).expect("vector 30");
+    let server = FakeServer::start_blocking(vec![
+        FakeResponse::raw_sse(sse),
+        FakeResponse::anthropic_text("done"),
+    ]);
+    let r = run(d
+        .runner()
+        .env("ANTHROPIC_API_KEY", "sk-litellm-fake-1234")
+        .args([
+            "--provider",
+            "anthropic",
+            "--model",
+            "smollm2",
+            "--base-url",
+        ])
+        .arg(server.url())
+        .args(["--executor", "local", "--workspace", WS, "--json"])
+        .arg("look around"));
+    r.expect_code(0);
+    let events = r.events();
+    let calls = of_type(&events, "tool_call");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(calls[0]["input"]["command"].is_string(), "{:?}", calls[0]);
+    assert!(
+        notices(&events)
+            .iter()
+            .any(|n| n.contains("joined them into one call")),
+        "{events:?}"
+    );
+    // Through a proxy the system prompt is a plain string (LiteLLM hands a
+    // block list to servers that refuse one).
+    assert!(server.requests()[0].body["system"].is_string());
+    server.assert_protocol_ok();
+}
+
 #[test]
 fn a_server_without_usage_is_said_once() {
     let _s = shared();

@@ -54,6 +54,7 @@ impl AnthropicModel {
             wire: request::Wire {
                 stream: cfg.stream,
                 tool_choice: cfg.tool_choice,
+                official: http::trim_base(&cfg.base_url).contains("://api.anthropic.com"),
             },
             policy: cfg.retry,
             timeouts: cfg.timeouts,

@@ -11,6 +11,11 @@ use crate::model::{Block, Message, ModelRequest, Role};
 pub(crate) struct Wire {
     pub stream: bool,
     pub tool_choice: Option<ToolChoice>,
+    /// api.anthropic.com: the system prompt as a block with its own cache
+    /// breakpoint. Elsewhere (a proxy such as LiteLLM, which hands an
+    /// OpenAI-style server a system block list it refuses) it is a plain
+    /// string; the newest turn's breakpoint still caches it as a prefix.
+    pub official: bool,
 }
 
 impl Default for Wire {
@@ -18,13 +23,15 @@ impl Default for Wire {
         Wire {
             stream: true,
             tool_choice: None,
+            official: true,
         }
     }
 }
 
 /// The Messages API request body for `req`.
 ///
-/// Three cache breakpoints: the system prompt, the last tool, and the last
+/// Three cache breakpoints: the system prompt (on the official API), the
+/// last tool, and the last
 /// block of the newest user message, so a long run pays for its history
 /// once (the API allows four).
 pub(crate) fn build_body(model: &str, req: &ModelRequest<'_>, wire: &Wire) -> Value {
@@ -35,7 +42,11 @@ pub(crate) fn build_body(model: &str, req: &ModelRequest<'_>, wire: &Wire) -> Va
     if !req.system.is_empty() {
         body.insert(
             "system".into(),
-            json!([{"type": "text", "text": req.system, "cache_control": ephemeral()}]),
+            if wire.official {
+                json!([{"type": "text", "text": req.system, "cache_control": ephemeral()}])
+            } else {
+                json!(req.system)
+            },
         );
     }
     if !req.tools.is_empty() {
