@@ -545,9 +545,21 @@ pub struct AgentArgs {
     #[arg(long, env = "RUNNER_MAX_TOKENS", default_value_t = DEFAULT_MAX_TOKENS, allow_negative_numbers = true, value_parser = positive::<u32>)]
     pub max_tokens: u32,
 
-    /// The model's context window in tokens; old tool outputs are elided near it.
-    #[arg(long, env = "RUNNER_CONTEXT_WINDOW", default_value_t = DEFAULT_CONTEXT_WINDOW_TOKENS, allow_negative_numbers = true, value_parser = positive::<u64>)]
-    pub context_window: u64,
+    /// The model's context window in tokens, or `auto`: asked of the server (llama.cpp's /props, vLLM's /v1/models), the default when it does not say. Old tool outputs are elided near it.
+    #[arg(long, env = "RUNNER_CONTEXT_WINDOW", value_name = "TOKENS|auto", default_value_t = ContextWindowFlag::Tokens(DEFAULT_CONTEXT_WINDOW_TOKENS), allow_negative_numbers = true, value_parser = context_window_flag)]
+    pub context_window: ContextWindowFlag,
+
+    /// Whether the model may (auto), must (required), must not (none) call a tool, or must call the one named (bash, edit); unset sends nothing (the API's default, auto).
+    #[arg(
+        long,
+        env = "RUNNER_TOOL_CHOICE",
+        value_name = "auto|required|none|NAME"
+    )]
+    pub tool_choice: Option<String>,
+
+    /// Ask the model API for one JSON body per reply instead of a stream (some servers cannot stream tool calls).
+    #[arg(long, env = "RUNNER_NO_STREAM")]
+    pub no_stream: bool,
 
     /// Bytes of each command's output shown to the model (head + tail).
     #[arg(long, env = "RUNNER_OUTPUT_LIMIT", default_value_t = DEFAULT_OUTPUT_LIMIT_BYTES, allow_negative_numbers = true, value_parser = at_least_100::<usize>)]
@@ -646,7 +658,13 @@ impl AgentArgs {
             max_cost_usd: self.max_cost,
             price: self.price.clone(),
             max_tokens: self.max_tokens,
-            context_window_tokens: self.context_window,
+            context_window_tokens: match self.context_window {
+                ContextWindowFlag::Tokens(n) => n,
+                ContextWindowFlag::Auto => DEFAULT_CONTEXT_WINDOW_TOKENS,
+            },
+            context_window_auto: self.context_window == ContextWindowFlag::Auto,
+            tool_choice: self.tool_choice.clone(),
+            stream: !self.no_stream,
             output_limit_bytes: self.output_limit,
             system: self.system.clone(),
             system_file: self.system_file.clone(),
@@ -703,6 +721,31 @@ fn model_help() -> String {
 
 /// A whole number of at least 1 (clap's own parser says "invalid digit
 /// found in string" of `-3`; this says the rule).
+/// `--context-window`: a number of tokens, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextWindowFlag {
+    Auto,
+    Tokens(u64),
+}
+
+impl std::fmt::Display for ContextWindowFlag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ContextWindowFlag::Auto => f.write_str("auto"),
+            ContextWindowFlag::Tokens(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+fn context_window_flag(s: &str) -> Result<ContextWindowFlag, String> {
+    if s.trim().eq_ignore_ascii_case("auto") {
+        return Ok(ContextWindowFlag::Auto);
+    }
+    positive::<u64>(s)
+        .map(ContextWindowFlag::Tokens)
+        .map_err(|e| format!("{e}, or `auto`"))
+}
+
 fn positive<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
     whole_at_least(s, 1, "must be greater than 0")
 }

@@ -16,6 +16,7 @@ use crate::exec::shell::ShellMode;
 use crate::model::http::DEFAULT_IDLE_READ_TIMEOUT_SECS;
 use crate::model::pricing::{Price, PriceParseError};
 use crate::model::provider::Provider;
+use crate::model::tool_choice::ToolChoice;
 use crate::tools::policy::{Policy, PolicyError};
 
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
@@ -67,6 +68,10 @@ pub enum ConfigError {
     UnknownTool(String),
     #[error("--tools names no tool")]
     NoTools,
+    #[error("--tool-choice: {0}")]
+    BadToolChoice(String),
+    #[error("--tool-choice names '{0}', which is not among the offered --tools")]
+    ToolChoiceNotOffered(String),
     #[error("{0}")]
     Policy(#[from] PolicyError),
     #[error("--price: {0}")]
@@ -144,6 +149,9 @@ impl ConfigError {
             ConfigError::UnknownTool(_) | ConfigError::NoTools => {
                 Some("--tools takes a comma list of: bash, edit (for example --tools bash,edit)")
             }
+            ConfigError::BadToolChoice(_) | ConfigError::ToolChoiceNotOffered(_) => Some(
+                "--tool-choice takes auto, required, none or the name of an offered tool (bash, edit)",
+            ),
             _ => None,
         }
     }
@@ -168,6 +176,13 @@ pub struct AgentOptions {
     pub price: Option<String>,
     pub max_tokens: u32,
     pub context_window_tokens: u64,
+    /// `--context-window auto`: ask the server, `context_window_tokens`
+    /// when it does not say.
+    pub context_window_auto: bool,
+    /// `--tool-choice` as typed.
+    pub tool_choice: Option<String>,
+    /// `false` with `--no-stream`.
+    pub stream: bool,
     pub output_limit_bytes: usize,
     pub system: Option<String>,
     pub system_file: Option<PathBuf>,
@@ -197,6 +212,9 @@ impl Default for AgentOptions {
             price: None,
             max_tokens: DEFAULT_MAX_TOKENS,
             context_window_tokens: DEFAULT_CONTEXT_WINDOW_TOKENS,
+            context_window_auto: false,
+            tool_choice: None,
+            stream: true,
             output_limit_bytes: DEFAULT_OUTPUT_LIMIT_BYTES,
             system: None,
             system_file: None,
@@ -247,6 +265,25 @@ pub fn parse_tools(s: &str) -> Result<Vec<ToolKind>, ConfigError> {
         return Err(ConfigError::NoTools);
     }
     Ok(tools)
+}
+
+/// Parses `--tool-choice` against the offered tools; a tool is named as
+/// `--tools` names it (`edit`) or as the API does
+/// (`str_replace_based_edit_tool`), and sent as the API names it.
+pub fn tool_choice(s: &str, tools: &[ToolKind]) -> Result<ToolChoice, ConfigError> {
+    let choice = ToolChoice::parse(s).map_err(ConfigError::BadToolChoice)?;
+    let ToolChoice::Named(name) = &choice else {
+        return Ok(choice);
+    };
+    let api_name = |k: ToolKind| match k {
+        ToolKind::Bash => "bash",
+        ToolKind::Edit => crate::tools::edit::EDIT_TOOL_NAME,
+    };
+    tools
+        .iter()
+        .find(|k| k.as_str() == name || api_name(**k) == name)
+        .map(|k| ToolChoice::Named(api_name(*k).to_string()))
+        .ok_or_else(|| ConfigError::ToolChoiceNotOffered(name.clone()))
 }
 
 /// The sandbox, as the user gave it (sizes as typed).
@@ -359,6 +396,11 @@ pub struct Config {
     pub price: Option<Price>,
     pub max_tokens: u32,
     pub context_window_tokens: u64,
+    pub context_window_auto: bool,
+    /// What the model is told about calling tools; `None`: nothing.
+    pub tool_choice: Option<ToolChoice>,
+    /// Ask the model API for a stream.
+    pub stream: bool,
     pub output_limit_bytes: usize,
     pub system_prompt: Option<String>,
     /// The exact environment of every command (local executor).
@@ -445,6 +487,12 @@ impl ConfigBuilder {
                 (None, None) => None,
             };
         let (network, allowed_hosts) = egress_choice(sb)?;
+        let tools = parse_tools(&a.tools)?;
+        let tool_choice = a
+            .tool_choice
+            .as_deref()
+            .map(|t| tool_choice(t, &tools))
+            .transpose()?;
         Ok(Config {
             provider: a.provider,
             model: a
@@ -479,6 +527,9 @@ impl ConfigBuilder {
             price: a.price.as_deref().map(str::parse::<Price>).transpose()?,
             max_tokens: a.max_tokens,
             context_window_tokens: a.context_window_tokens,
+            context_window_auto: a.context_window_auto,
+            tool_choice,
+            stream: a.stream,
             output_limit_bytes: a.output_limit_bytes,
             system_prompt,
             command_env: command_env(&a.env)?,
@@ -490,7 +541,7 @@ impl ConfigBuilder {
             policy: Policy::new(a.default_deny, &a.deny)?,
             deny: a.deny.clone(),
             default_deny: a.default_deny,
-            tools: parse_tools(&a.tools)?,
+            tools,
             run_dir: self.run_dir.clone(),
             json: self.json,
             workspace: self.workspace.clone(),
@@ -533,6 +584,9 @@ impl Config {
             "max_cost_usd": self.max_cost_usd,
             "max_tokens": self.max_tokens,
             "context_window_tokens": self.context_window_tokens,
+            "context_window_auto": self.context_window_auto,
+            "tool_choice": self.tool_choice.as_ref().map(ToolChoice::as_str),
+            "stream": self.stream,
             "output_limit_bytes": self.output_limit_bytes,
             "command_env": self.effective_env().iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
             "default_deny": self.default_deny,

@@ -56,7 +56,9 @@ pub fn model(h: &Hint) -> String {
         Hint::CheckBaseUrl { .. } => {
             "check --base-url (or ANTHROPIC_BASE_URL / OPENAI_BASE_URL) and the network".into()
         }
-        Hint::TryLater => "the API kept failing; try again later or raise --max-time".into(),
+        Hint::CheckRoute { url } => route_hint(url),
+        Hint::NoStream => "the server may not stream this request (llama.cpp's server cannot stream with --tool-choice auto); pass --no-stream, or another --tool-choice".into(),
+        Hint::TryLater => "the API kept failing; check the server's log, or try again later".into(),
         Hint::RaiseTimeout {
             secs,
             flag: Some(flag),
@@ -68,6 +70,22 @@ pub fn model(h: &Hint) -> String {
         }
         Hint::ScriptFormat => "each TURN is an object such as {\"text\": \"...\", \"tool_calls\": [{\"name\": \"bash\", \"input\": {\"command\": \"ls\"}}]}; the fields are in src/model/scripted.rs, an example in examples/demo/script.json".into(),
     }
+}
+
+/// What to check when the server has no route at `url`: a path without
+/// `/v1` is the usual slip; otherwise a proxy's upstream lacks it.
+fn route_hint(url: &str) -> String {
+    let path = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.find('/').map(|i| &rest[i..]))
+        .unwrap_or("");
+    if path.split('/').any(|segment| segment == "v1") {
+        return "check --base-url, and that the server (or the one behind a proxy such as LiteLLM) serves this API".into();
+    }
+    let endpoint = path.trim_start_matches('/');
+    format!(
+        "the server has no /v1/{endpoint} here; is --base-url missing /v1? (e.g. http://127.0.0.1:8080/v1)"
+    )
 }
 
 #[cfg(test)]
@@ -145,7 +163,7 @@ mod tests {
         assert_eq!(e.hint(), Some(Hint::TryLater));
         assert_eq!(
             hint_of(e).as_deref(),
-            Some("the API kept failing; try again later or raise --max-time")
+            Some("the API kept failing; check the server's log, or try again later")
         );
     }
 }

@@ -3,6 +3,7 @@
 //! answers without tools or a limit is reached. It emits events and never
 //! prints.
 
+mod call_ids;
 pub mod context;
 mod limits;
 pub mod replay;
@@ -32,6 +33,9 @@ pub const MAX_CONSECUTIVE_CUTOFFS: u32 = 3;
 /// through a LiteLLM proxy) can be a one-off.
 pub const EMPTY_REPLY_RETRIES: u32 = 1;
 
+/// What to do when even the newest turn does not fit the window.
+pub const CONTEXT_HINT: &str = "give the server a larger context (llama.cpp: --n_ctx; vLLM: --max-model-len), lower --max-tokens or --output-limit, or pass --context-window N below the server's size";
+
 /// The user turn the loop adds after a reply cut off by `max_tokens`.
 pub const CUT_OFF_NOTE: &str =
     "Your reply was cut off by the max_tokens limit. Continue, more briefly.";
@@ -55,6 +59,9 @@ pub struct AgentSettings {
     pub limits: Limits,
     pub max_tokens: u32,
     pub context_window_tokens: u64,
+    /// `--context-window auto`: ask the server first; the tokens above
+    /// are the fallback.
+    pub context_window_auto: bool,
 }
 
 /// Prices one model call's usage in USD.
@@ -71,6 +78,10 @@ pub struct Conversation {
     /// Model calls made before a continuation (`runner continue`): step
     /// numbers go on from them, the step limit counts only the calls after.
     pub replayed_steps: u32,
+    /// The context window learned from the server (its answer to `auto`,
+    /// or the limit a "prompt is too long" error stated), over the
+    /// configured one.
+    pub context_window: Option<u64>,
 }
 
 impl Default for Conversation {
@@ -82,6 +93,7 @@ impl Default for Conversation {
             cost_usd: 0.0,
             started: Instant::now(),
             replayed_steps: 0,
+            context_window: None,
         }
     }
 }
@@ -179,6 +191,10 @@ impl Agent<'_> {
         let mut cutoffs = 0u32;
         let mut empty_replies = 0u32;
         let mut trimmed_after_overflow = false;
+        let mut usage_noticed = false;
+        if self.settings.context_window_auto && convo.context_window.is_none() {
+            self.ask_context_window(convo, sink).await;
+        }
         loop {
             if cancel.is_cancelled() {
                 return RunEnd::new(Outcome::Interrupted);
@@ -189,11 +205,14 @@ impl Agent<'_> {
                 });
                 return RunEnd::new(outcome);
             }
+            let window = convo
+                .context_window
+                .unwrap_or(self.settings.context_window_tokens);
             let elided = context::fit(
                 &self.settings.system,
                 &mut convo.messages,
                 tools_bytes,
-                self.settings.context_window_tokens,
+                window,
             );
             if elided > 0 {
                 sink(&Event::Notice {
@@ -202,21 +221,46 @@ impl Agent<'_> {
             }
             convo.steps += 1;
             let step = convo.steps;
-            let reply = match self.call_model(step, convo, &specs, sink, cancel).await {
+            let mut reply = match self.call_model(step, convo, &specs, sink, cancel).await {
                 Ok(reply) => reply,
                 Err(ModelError::Cancelled) => return RunEnd::new(Outcome::Interrupted),
-                Err(ModelError::PromptTooLong { message }) => {
+                Err(e @ ModelError::PromptTooLong { .. }) => {
+                    // A refused prompt is no step: the limit counts answers.
+                    convo.steps -= 1;
+                    if let Some(limit) = e.context_limit().filter(|l| *l < window) {
+                        convo.context_window = Some(limit);
+                        sink(&Event::Notice {
+                            message: format!(
+                                "the server's context window is {limit} tokens (from its error); fitting the conversation to it"
+                            ),
+                        });
+                        continue;
+                    }
                     if trimmed_after_overflow {
                         return RunEnd::error(format!(
-                            "the prompt is still too long after trimming old tool outputs: {message}"
+                            "the prompt is still too long after trimming old tool outputs: {e}"
                         ));
                     }
                     trimmed_after_overflow = true;
-                    self.trim_after_overflow(convo, sink);
+                    if self.trim_after_overflow(convo, sink) == 0 {
+                        return RunEnd {
+                            hint: Some(CONTEXT_HINT.into()),
+                            ..RunEnd::error(format!("{e}; no old tool output is left to elide"))
+                        };
+                    }
                     continue;
                 }
                 Err(e) => return RunEnd::model_error(&e),
             };
+            for note in call_ids::make_unique(&mut reply.message) {
+                sink(&Event::Notice { message: note });
+            }
+            if !usage_noticed && reply.usage == Usage::default() && !is_empty_reply(&reply) {
+                usage_noticed = true;
+                sink(&Event::Notice {
+                    message: "the server reported no token usage: tokens and cost of its replies count as 0".into(),
+                });
+            }
             self.account(step, convo, &reply, sink);
             if is_empty_reply(&reply) {
                 empty_replies += 1;
@@ -249,7 +293,15 @@ impl Agent<'_> {
                     );
                 }
                 trimmed_after_overflow = true;
-                self.trim_after_overflow(convo, sink);
+                if self.trim_after_overflow(convo, sink) == 0 {
+                    return RunEnd {
+                        hint: Some(CONTEXT_HINT.into()),
+                        ..RunEnd::error(
+                            "the model's context window was exceeded and no old tool output is left to elide"
+                                .into(),
+                        )
+                    };
+                }
                 continue;
             }
             // A later overflow, many steps on, gets its own trim.
@@ -305,13 +357,34 @@ impl Agent<'_> {
         }
     }
 
-    fn trim_after_overflow(&self, convo: &mut Conversation, sink: Sink<'_>) {
+    /// After an overflow: elides every old tool output; says how many
+    /// (none: nothing was trimmed, and the caller ends the run).
+    fn trim_after_overflow(&self, convo: &mut Conversation, sink: Sink<'_>) -> usize {
         let n = context::trim_hard(&mut convo.messages);
-        sink(&Event::Notice {
-            message: format!(
-                "the context window was exceeded: elided {n} old tool outputs and retrying once"
+        if n > 0 {
+            sink(&Event::Notice {
+                message: format!(
+                    "the context window was exceeded: elided {n} old tool outputs and retrying once"
+                ),
+            });
+        }
+        n
+    }
+
+    /// `--context-window auto`: the server's own number, or the
+    /// configured one, said either way.
+    async fn ask_context_window(&self, convo: &mut Conversation, sink: Sink<'_>) {
+        let fallback = self.settings.context_window_tokens;
+        let message = match self.model.context_window().await {
+            Some(w) => {
+                convo.context_window = Some(w.tokens);
+                format!("context window: {} tokens (from {})", w.tokens, w.source)
+            }
+            None => format!(
+                "context window: the server does not say its size; using {fallback} tokens (pass --context-window N to set it)"
             ),
-        });
+        };
+        sink(&Event::Notice { message });
     }
 
     fn account(&self, step: u32, convo: &mut Conversation, reply: &ModelReply, sink: Sink<'_>) {

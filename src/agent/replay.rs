@@ -233,6 +233,7 @@ mod tests {
             },
             max_tokens: 100,
             context_window_tokens: 1_000_000,
+            context_window_auto: false,
         };
         let cost = |_: &Usage| 0.0;
         let agent = Agent {

@@ -117,6 +117,10 @@ impl Reader<'_> {
         self.get(key, Value::as_u64)
     }
 
+    fn bool(&self, key: &'static str) -> Result<Option<bool>, SettingsError> {
+        self.get(key, Value::as_bool)
+    }
+
     fn f64(&self, key: &'static str) -> Result<Option<f64>, SettingsError> {
         self.get(key, Value::as_f64)
     }
@@ -203,6 +207,9 @@ pub fn builder(recorded: &Value, args: &ContinueArgs) -> Result<ConfigBuilder, S
     a.context_window_tokens = r
         .u64("context_window_tokens")?
         .unwrap_or(a.context_window_tokens);
+    a.context_window_auto = r.bool("context_window_auto")?.unwrap_or(false);
+    a.tool_choice = r.string("tool_choice")?;
+    a.stream = r.bool("stream")?.unwrap_or(true);
     a.output_limit_bytes = r
         .u64("output_limit_bytes")?
         .and_then(|n| usize::try_from(n).ok())

@@ -103,6 +103,9 @@ pub const FROM_RECORD: &[&str] = &[
     "max_cost_usd",
     "max_tokens",
     "context_window_tokens",
+    "context_window_auto",
+    "tool_choice",
+    "stream",
     "output_limit_bytes",
 ];
 

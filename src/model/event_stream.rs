@@ -41,22 +41,31 @@ pub(crate) trait EventParser {
 
 /// Feeds `body` to `parser` until the end marker or the end of the body,
 /// under the default limits. A stall or a broken connection is a retryable
-/// `StreamError`; a stream over a limit is a `Protocol` error.
+/// `StreamError`; a stream over a limit is a `Protocol` error; a body with
+/// not one byte is `EmptyBody` (not retried: a server that cannot stream a
+/// request answers so every time).
 pub(crate) async fn read(
+    url: &str,
     body: &mut BodyReader,
     parser: &mut impl EventParser,
     progress: ProgressSink<'_>,
 ) -> Result<(), ModelError> {
-    read_with(body, parser, progress, StreamLimits::default()).await
+    let seen = read_with(body, parser, progress, StreamLimits::default()).await?;
+    if seen == 0 {
+        return Err(ModelError::EmptyBody {
+            url: url.to_string(),
+        });
+    }
+    Ok(())
 }
 
-/// [`read`] under `limits`.
+/// [`read`] under `limits`; the number of body bytes read.
 pub(crate) async fn read_with(
     body: &mut BodyReader,
     parser: &mut impl EventParser,
     progress: ProgressSink<'_>,
     limits: StreamLimits,
-) -> Result<(), ModelError> {
+) -> Result<usize, ModelError> {
     let mut decoder = SseDecoder::new();
     let mut seen = 0usize;
     while let Some(chunk) = body.next_chunk().await? {
@@ -71,7 +80,7 @@ pub(crate) async fn read_with(
             check_event(ev.data.len(), limits)?;
             parser.event(&ev, progress)?;
             if parser.is_done() {
-                return Ok(());
+                return Ok(seen);
             }
         }
         check_event(decoder.pending_bytes(), limits)?;
@@ -80,7 +89,7 @@ pub(crate) async fn read_with(
     if let Some(ev) = decoder.finish() {
         parser.event(&ev, progress)?;
     }
-    Ok(())
+    Ok(seen)
 }
 
 fn check_event(bytes: usize, limits: StreamLimits) -> Result<(), ModelError> {
@@ -140,7 +149,7 @@ mod tests {
     async fn run(
         mut body: BodyReader,
         limits: StreamLimits,
-    ) -> (Result<(), ModelError>, Vec<(Option<String>, String)>) {
+    ) -> (Result<usize, ModelError>, Vec<(Option<String>, String)>) {
         let sink = |_: ModelProgress| {};
         let mut p = Collect::default();
         let r = read_with(&mut body, &mut p, &sink, limits).await;

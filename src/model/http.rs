@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::ModelError;
 use super::retry::RetryPolicy;
+use super::tool_choice::ToolChoice;
 
 /// How long to wait for a TCP/TLS connection.
 pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 15;
@@ -285,6 +286,41 @@ impl ErrorBody {
         }
     }
 
+    /// The message without the note a LiteLLM proxy appends to every
+    /// error ("Received Model Group=NAME ..."), which names the model
+    /// whatever went wrong.
+    fn own_message(&self) -> String {
+        let m = self.message.to_ascii_lowercase();
+        match m.find("received model group") {
+            Some(i) => m[..i].to_string(),
+            None => m,
+        }
+    }
+
+    /// Whether a 404 is about the model (rather than a route the server
+    /// does not have): OpenAI's `model_not_found`, "The model `x` does
+    /// not exist", Ollama's "model \"q\" not found", Anthropic's
+    /// "model: NAME". A framework's bare 404 (`{"detail":"Not Found"}`,
+    /// "404 page not found") names no model.
+    pub(crate) fn is_missing_model(&self) -> bool {
+        self.code.as_deref() == Some("model_not_found") || self.own_message().contains("model")
+    }
+
+    /// Whether the server says the request itself is malformed (a schema
+    /// validation error, reported by some servers as a 500): the same
+    /// request will fail the same way, so it is not retried.
+    pub(crate) fn is_validation_error(&self) -> bool {
+        let m = self.own_message();
+        [
+            "validation error",
+            "input should be",
+            "validationerror",
+            "field required",
+        ]
+        .iter()
+        .any(|p| m.contains(p))
+    }
+
     /// Whether this is a spend, credit or quota limit: the account is out
     /// of money, so waiting a few seconds will not help.
     pub(crate) fn is_spend_limit(&self) -> bool {
@@ -383,6 +419,11 @@ pub struct ApiConfig {
     pub retry: RetryPolicy,
     /// Connect and idle-read limits of each attempt.
     pub timeouts: HttpTimeouts,
+    /// `tool_choice` sent with every request that offers tools; `None`
+    /// sends none (the API's default).
+    pub tool_choice: Option<ToolChoice>,
+    /// Ask for a stream (`false`: one JSON body, `--no-stream`).
+    pub stream: bool,
 }
 
 impl ApiConfig {
@@ -394,6 +435,8 @@ impl ApiConfig {
             model: model.into(),
             retry: RetryPolicy::default(),
             timeouts: HttpTimeouts::default(),
+            tool_choice: None,
+            stream: true,
         }
     }
 }

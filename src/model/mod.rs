@@ -10,6 +10,7 @@ pub mod provider;
 pub mod retry;
 pub mod scripted;
 pub mod sse;
+pub mod tool_choice;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -238,6 +239,15 @@ pub enum ModelError {
     Unauthorized { status: u16, var: &'static str },
     #[error("model '{model}' was not found (HTTP 404): {message}")]
     ModelNotFound { model: String, message: String },
+    /// A 404 that names no model: the server has no such route (a base URL
+    /// without `/v1`, or a proxy whose upstream lacks the endpoint).
+    #[error("the server has no {url} (HTTP 404): {message}")]
+    RouteNotFound { url: String, message: String },
+    /// HTTP 200 and not one byte of body: a server that cannot stream
+    /// this request (llama.cpp's with `tool_choice: auto`) answers so every
+    /// time, so it is not retried.
+    #[error("{url} answered HTTP 200 with an empty body")]
+    EmptyBody { url: String },
     /// No connection could be made (refused, DNS, connect timeout).
     #[error("cannot reach {url}: {detail}")]
     Unreachable { url: String, detail: String },
@@ -303,6 +313,8 @@ impl ModelError {
                 model: model.clone(),
             },
             ModelError::Unreachable { url, .. } => Hint::CheckBaseUrl { url: url.clone() },
+            ModelError::RouteNotFound { url, .. } => Hint::CheckRoute { url: url.clone() },
+            ModelError::EmptyBody { .. } => Hint::NoStream,
             ModelError::TimedOut { secs, flag, .. } => Hint::RaiseTimeout {
                 secs: *secs,
                 flag: *flag,
@@ -313,6 +325,32 @@ impl ModelError {
             }
             _ => return None,
         })
+    }
+
+    /// The context window a "prompt is too long" error states, when it
+    /// states one: OpenAI, vLLM and llama-cpp-python ("maximum context
+    /// length is 4096 tokens"), llama.cpp ("context window of 4096",
+    /// "available context size (4096 tokens)"), Anthropic ("210000 tokens
+    /// > 200000 maximum").
+    pub fn context_limit(&self) -> Option<u64> {
+        let ModelError::PromptTooLong { message } = self else {
+            return None;
+        };
+        static PATTERNS: std::sync::LazyLock<Vec<regex::Regex>> = std::sync::LazyLock::new(|| {
+            [
+                r"(?i)maximum context length is (\d+)",
+                r"(?i)context window of (\d+)",
+                r"(?i)context size \((\d+) tokens\)",
+                r"(?i)tokens > (\d+) maximum",
+            ]
+            .iter()
+            .filter_map(|p| regex::Regex::new(p).ok())
+            .collect()
+        });
+        PATTERNS
+            .iter()
+            .find_map(|re| re.captures(message)?.get(1)?.as_str().parse().ok())
+            .filter(|n: &u64| *n > 0)
     }
 
     /// The wait the server asked for, if any.
@@ -338,8 +376,11 @@ pub enum Hint {
     /// The API at `url` did not answer: check the configured base URL and
     /// the network.
     CheckBaseUrl { url: String },
-    /// The API kept failing with errors worth retrying: try later, or allow
-    /// the run more time.
+    /// The API at `url` has no such route: check the base URL's path.
+    CheckRoute { url: String },
+    /// The server sent nothing for a streamed request: ask for one body.
+    NoStream,
+    /// The API kept failing with errors worth retrying: try later.
     TryLater,
     /// A script of the wrong format: where the format is documented.
     ScriptFormat,
@@ -364,6 +405,20 @@ pub trait Model: Send + Sync {
         req: ModelRequest<'_>,
         progress: ProgressSink<'_>,
     ) -> Result<ModelReply, ModelError>;
+
+    /// The context window the server says it serves (`--context-window
+    /// auto`), when it says one; `None` when it does not or cannot.
+    async fn context_window(&self) -> Option<ContextWindow> {
+        None
+    }
+}
+
+/// A context window a server stated, and where it said it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextWindow {
+    pub tokens: u64,
+    /// "GET /props n_ctx", "GET /v1/models max_model_len".
+    pub source: String,
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@ pub fn build_model(config: &Config) -> Result<Box<dyn Model>, ModelError> {
             &config.base_url,
         );
         api.timeouts.idle_read = config.model_timeout;
+        api.tool_choice = config.tool_choice.clone();
+        api.stream = config.stream;
         api
     };
     Ok(match config.provider {

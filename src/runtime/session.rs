@@ -68,6 +68,7 @@ impl Session {
             },
             max_tokens: config.max_tokens,
             context_window_tokens: config.context_window_tokens,
+            context_window_auto: config.context_window_auto,
         };
         let price = config
             .price

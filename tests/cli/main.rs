@@ -25,6 +25,7 @@ mod continue_run;
 mod continue_trust;
 mod docker;
 mod edit;
+mod local_servers;
 mod messages;
 mod models;
 #[path = "../model/recorded.rs"]

@@ -11,5 +11,6 @@
 mod support;
 
 mod clients;
+mod local_servers;
 mod recorded;
 mod vectors;

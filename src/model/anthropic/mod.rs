@@ -31,6 +31,7 @@ pub struct AnthropicModel {
     url: String,
     key: String,
     model: String,
+    wire: request::Wire,
     policy: RetryPolicy,
     timeouts: HttpTimeouts,
 }
@@ -50,6 +51,10 @@ impl AnthropicModel {
             url: messages_url(&cfg.base_url),
             key,
             model: cfg.model,
+            wire: request::Wire {
+                stream: cfg.stream,
+                tool_choice: cfg.tool_choice,
+            },
             policy: cfg.retry,
             timeouts: cfg.timeouts,
         })
@@ -72,21 +77,41 @@ impl AnthropicModel {
             .header("x-api-key", &self.key)
             .header("anthropic-version", ANTHROPIC_VERSION)
             .header("content-type", "application/json")
-            .header("accept", "text/event-stream")
+            .header(
+                "accept",
+                if self.wire.stream {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                },
+            )
             .json(body);
         let resp = http::send(req, &self.url, idle).await?;
         let status = resp.status().as_u16();
         if !resp.status().is_success() {
             let headers = resp.headers().clone();
             let text = http::read_error_body(resp, idle).await;
-            return Err(map_error(status, &headers, &text, &self.model));
+            return Err(map_error(status, &headers, &text, &self.model, &self.url));
         }
         if http::is_json(&resp) {
             let v = http::read_json_body(resp, idle).await?;
-            return reply::reply_from_json(&v);
+            let reply = reply::reply_from_json(&v)?;
+            // Shown as a stream's text would be (a server may answer a
+            // streamed request with one body).
+            let text = reply.message.text();
+            if !text.is_empty() {
+                progress(super::ModelProgress::TextDelta { text });
+            }
+            return Ok(reply);
         }
         let mut state = stream::StreamState::default();
-        event_stream::read(&mut BodyReader::new(resp, idle), &mut state, progress).await?;
+        event_stream::read(
+            &self.url,
+            &mut BodyReader::new(resp, idle),
+            &mut state,
+            progress,
+        )
+        .await?;
         state.finish()
     }
 }
@@ -102,7 +127,7 @@ impl Model for AnthropicModel {
         req: ModelRequest<'_>,
         progress: ProgressSink<'_>,
     ) -> Result<ModelReply, ModelError> {
-        let body = request::build_body(&self.model, &req);
+        let body = request::build_body(&self.model, &req, &self.wire);
         self.policy
             .run(progress, || self.attempt(&body, progress))
             .await
@@ -121,22 +146,28 @@ fn messages_url(base: &str) -> String {
 }
 
 /// Maps a non-2xx answer to the error that states the policy.
-fn map_error(status: u16, headers: &HeaderMap, body: &str, model: &str) -> ModelError {
+fn map_error(status: u16, headers: &HeaderMap, body: &str, model: &str, url: &str) -> ModelError {
     let e = ErrorBody::parse(body);
     match status {
         401 | 403 => ModelError::Unauthorized {
             status,
             var: ANTHROPIC_KEY_VAR,
         },
-        404 => ModelError::ModelNotFound {
+        404 if e.is_missing_model() => ModelError::ModelNotFound {
             model: model.to_string(),
+            message: e.message,
+        },
+        404 => ModelError::RouteNotFound {
+            url: url.to_string(),
             message: e.message,
         },
         400 | 413 if is_prompt_too_long(&e.message) => {
             ModelError::PromptTooLong { message: e.message }
         }
         _ => {
-            let retryable = status_is_retryable(status, headers) && !e.is_spend_limit();
+            let retryable = status_is_retryable(status, headers)
+                && !e.is_spend_limit()
+                && !e.is_validation_error();
             ModelError::Api {
                 status,
                 kind: e.kind,
@@ -161,6 +192,17 @@ fn is_prompt_too_long(message: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The mapping at a fixed endpoint (the tests' calls name no URL).
+    fn map_error(status: u16, headers: &HeaderMap, body: &str, model: &str) -> ModelError {
+        super::map_error(
+            status,
+            headers,
+            body,
+            model,
+            "http://127.0.0.1:9/v1/messages",
+        )
+    }
     use reqwest::header::HeaderValue;
 
     fn h(pairs: &[(&'static str, &'static str)]) -> HeaderMap {

@@ -3,18 +3,35 @@
 use serde_json::{Map, Value, json};
 
 use super::reply::PROVIDER;
+use crate::model::tool_choice::ToolChoice;
 use crate::model::{Block, Message, ModelRequest, Role};
 
-/// The Messages API request body for `req`, streaming on.
+/// How requests are written: streamed or one body, and `tool_choice`.
+#[derive(Debug, Clone)]
+pub(crate) struct Wire {
+    pub stream: bool,
+    pub tool_choice: Option<ToolChoice>,
+}
+
+impl Default for Wire {
+    fn default() -> Self {
+        Wire {
+            stream: true,
+            tool_choice: None,
+        }
+    }
+}
+
+/// The Messages API request body for `req`.
 ///
 /// Three cache breakpoints: the system prompt, the last tool, and the last
 /// block of the newest user message, so a long run pays for its history
 /// once (the API allows four).
-pub(crate) fn build_body(model: &str, req: &ModelRequest<'_>) -> Value {
+pub(crate) fn build_body(model: &str, req: &ModelRequest<'_>, wire: &Wire) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     body.insert("max_tokens".into(), json!(req.max_tokens));
-    body.insert("stream".into(), json!(true));
+    body.insert("stream".into(), json!(wire.stream));
     if !req.system.is_empty() {
         body.insert(
             "system".into(),
@@ -34,6 +51,9 @@ pub(crate) fn build_body(model: &str, req: &ModelRequest<'_>) -> Value {
             last.insert("cache_control".into(), ephemeral());
         }
         body.insert("tools".into(), Value::Array(tools));
+        if let Some(choice) = &wire.tool_choice {
+            body.insert("tool_choice".into(), choice.anthropic());
+        }
     }
     let mut messages: Vec<Value> = req.messages.iter().map(message).collect();
     let newest_user = req.messages.iter().rposition(|m| m.role == Role::User);
@@ -148,7 +168,7 @@ mod tests {
             },
             Message::user_text("second"),
         ];
-        let body = build_body("claude-x", &req("be good", &msgs, &tools));
+        let body = build_body("claude-x", &req("be good", &msgs, &tools), &Wire::default());
         assert_eq!(body["stream"], json!(true));
         assert_eq!(body["model"], json!("claude-x"));
         assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
@@ -205,7 +225,7 @@ mod tests {
                 ],
             },
         ];
-        let body = build_body("m", &req("", &msgs, &[]));
+        let body = build_body("m", &req("", &msgs, &[]), &Wire::default());
         assert!(body.get("system").is_none());
         assert!(body.get("tools").is_none());
         let a = &body["messages"][1]["content"];
@@ -248,7 +268,7 @@ mod tests {
                 content: vec![opaque("other", &json!({"type":"reasoning"}))],
             },
         ];
-        let body = build_body("m", &req("", &msgs, &[]));
+        let body = build_body("m", &req("", &msgs, &[]), &Wire::default());
         assert_eq!(
             body["messages"][1]["content"],
             json!([thinking, {"type":"text","text":"ok"}, server])

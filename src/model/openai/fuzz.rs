@@ -39,7 +39,8 @@ proptest! {
     #[test]
     fn whole_body_takes_any_json(v in json()) {
         let mut st = ChatState::default();
-        if st.handle_whole(&v).is_ok() {
+        let sink = |_: crate::model::ModelProgress| {};
+        if st.handle_whole(&v, &sink).is_ok() {
             let _ = st.finish(&AtomicU64::new(0));
         }
     }

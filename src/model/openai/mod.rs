@@ -2,6 +2,7 @@
 //! server, Ollama's `/v1`), streaming, with a fallback for servers that
 //! ignore `stream` and answer with one JSON body.
 
+mod context_probe;
 #[cfg(test)]
 mod fuzz;
 mod request;
@@ -30,11 +31,13 @@ pub struct OpenAiModel {
     url: String,
     key: Option<String>,
     model: String,
-    official: bool,
+    wire: request::Wire,
     policy: RetryPolicy,
     timeouts: HttpTimeouts,
     /// Source of ids for tool calls a server sent without one.
     next_id: AtomicU64,
+    /// The base URL, `/v1` included, without a trailing slash.
+    base: String,
 }
 
 impl OpenAiModel {
@@ -54,10 +57,15 @@ impl OpenAiModel {
             url: format!("{base}/chat/completions"),
             key,
             model: cfg.model,
-            official,
+            wire: request::Wire {
+                official,
+                stream: cfg.stream,
+                tool_choice: cfg.tool_choice,
+            },
             policy: cfg.retry,
             timeouts: cfg.timeouts,
             next_id: AtomicU64::new(0),
+            base: base.to_string(),
         })
     }
 
@@ -85,7 +93,7 @@ impl OpenAiModel {
         if !resp.status().is_success() {
             let headers = resp.headers().clone();
             let text = http::read_error_body(resp, idle).await;
-            return Err(map_error(status, &headers, &text, &self.model));
+            return Err(map_error(status, &headers, &text, &self.model, &self.url));
         }
         let mut state = response::ChatState::default();
         if http::is_json(&resp) {
@@ -100,10 +108,16 @@ impl OpenAiModel {
                     retry_after_ms: None,
                 });
             }
-            state.handle_whole(&v)?;
+            state.handle_whole(&v, progress)?;
             return state.finish(&self.next_id);
         }
-        event_stream::read(&mut BodyReader::new(resp, idle), &mut state, progress).await?;
+        event_stream::read(
+            &self.url,
+            &mut BodyReader::new(resp, idle),
+            &mut state,
+            progress,
+        )
+        .await?;
         state.finish(&self.next_id)
     }
 }
@@ -119,15 +133,19 @@ impl Model for OpenAiModel {
         req: ModelRequest<'_>,
         progress: ProgressSink<'_>,
     ) -> Result<ModelReply, ModelError> {
-        let body = request::build_body(&self.model, &req, self.official);
+        let body = request::build_body(&self.model, &req, &self.wire);
         self.policy
             .run(progress, || self.attempt(&body, progress))
             .await
     }
+
+    async fn context_window(&self) -> Option<super::ContextWindow> {
+        context_probe::probe(&self.client, &self.base, self.key.as_deref(), &self.model).await
+    }
 }
 
 /// Maps a non-2xx answer to the error that states the policy.
-fn map_error(status: u16, headers: &HeaderMap, body: &str, model: &str) -> ModelError {
+fn map_error(status: u16, headers: &HeaderMap, body: &str, model: &str, url: &str) -> ModelError {
     let e = ErrorBody::parse(body);
     let code = e.code.as_deref().unwrap_or("");
     let lower = e.message.to_ascii_lowercase();
@@ -137,12 +155,15 @@ fn map_error(status: u16, headers: &HeaderMap, body: &str, model: &str) -> Model
             var: OPENAI_KEY_VAR,
         };
     }
-    if code == "model_not_found"
-        || (status == 404 && lower.contains("model") && lower.contains("not found"))
-        || (status == 404 && lower.contains("does not exist"))
-    {
+    if code == "model_not_found" || (status == 404 && e.is_missing_model()) {
         return ModelError::ModelNotFound {
             model: model.to_string(),
+            message: e.message,
+        };
+    }
+    if status == 404 {
+        return ModelError::RouteNotFound {
+            url: url.to_string(),
             message: e.message,
         };
     }
@@ -154,7 +175,8 @@ fn map_error(status: u16, headers: &HeaderMap, body: &str, model: &str) -> Model
     {
         return ModelError::PromptTooLong { message: e.message };
     }
-    let retryable = status_is_retryable(status, headers) && !e.is_spend_limit();
+    let retryable =
+        status_is_retryable(status, headers) && !e.is_spend_limit() && !e.is_validation_error();
     let kind = if e.kind == "unknown" && !code.is_empty() {
         code.to_string()
     } else {
@@ -172,6 +194,17 @@ fn map_error(status: u16, headers: &HeaderMap, body: &str, model: &str) -> Model
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The mapping at a fixed endpoint (the tests' calls name no URL).
+    fn map_error(status: u16, headers: &HeaderMap, body: &str, model: &str) -> ModelError {
+        super::map_error(
+            status,
+            headers,
+            body,
+            model,
+            "http://127.0.0.1:9/v1/chat/completions",
+        )
+    }
     use reqwest::header::HeaderValue;
     use serde_json::json;
 

@@ -2,22 +2,35 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::model::tool_choice::ToolChoice;
 use crate::model::{Block, Message, ModelRequest, Role};
 
 /// Prefix put before the content of a failed tool's result: Chat
 /// Completions has no `is_error` flag.
 pub(crate) const TOOL_ERROR_PREFIX: &str = "ERROR: ";
 
-/// The request body for `req`, streaming on with usage in the last chunk.
-/// `max_completion_tokens` is what api.openai.com wants (its reasoning
-/// models refuse `max_tokens`); local servers know `max_tokens`.
-pub(crate) fn build_body(model: &str, req: &ModelRequest<'_>, official_api: bool) -> Value {
+/// How requests are written for one server.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Wire {
+    /// api.openai.com: `max_completion_tokens` (its reasoning models
+    /// refuse `max_tokens`); local servers know `max_tokens`.
+    pub official: bool,
+    /// A stream with usage in its last chunk, or one JSON body.
+    pub stream: bool,
+    /// Sent with every request that offers tools.
+    pub tool_choice: Option<ToolChoice>,
+}
+
+/// The request body for `req`.
+pub(crate) fn build_body(model: &str, req: &ModelRequest<'_>, wire: &Wire) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     body.insert("messages".into(), Value::Array(messages(req)));
-    body.insert("stream".into(), json!(true));
-    body.insert("stream_options".into(), json!({"include_usage": true}));
-    let max_key = if official_api {
+    body.insert("stream".into(), json!(wire.stream));
+    if wire.stream {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    let max_key = if wire.official {
         "max_completion_tokens"
     } else {
         "max_tokens"
@@ -33,6 +46,9 @@ pub(crate) fn build_body(model: &str, req: &ModelRequest<'_>, official_api: bool
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
+        if let Some(choice) = &wire.tool_choice {
+            body.insert("tool_choice".into(), choice.openai(req.tools));
+        }
     }
     Value::Object(body)
 }
@@ -98,15 +114,11 @@ fn assistant(m: &Message) -> Value {
         .collect();
     let mut msg = Map::new();
     msg.insert("role".into(), json!("assistant"));
-    if calls.is_empty() {
-        msg.insert("content".into(), json!(text));
-    } else {
-        let content = if text.is_empty() {
-            Value::Null
-        } else {
-            json!(text)
-        };
-        msg.insert("content".into(), content);
+    // Always a string, "" beside tool calls: OpenAI, vLLM and Ollama take
+    // "" as they take null, and llama.cpp's server refuses null (HTTP 500,
+    // "Input should be a valid string") and mis-renders a missing key.
+    msg.insert("content".into(), json!(text));
+    if !calls.is_empty() {
         msg.insert("tool_calls".into(), Value::Array(calls));
     }
     Value::Object(msg)
@@ -169,7 +181,11 @@ mod tests {
             tools: &tools,
             max_tokens: 50,
         };
-        let body = build_body("gpt", &req, false);
+        let wire = Wire {
+            stream: true,
+            ..Wire::default()
+        };
+        let body = build_body("gpt", &req, &wire);
         assert_eq!(body["max_tokens"], json!(50));
         assert_eq!(body["stream_options"]["include_usage"], json!(true));
         assert_eq!(body["tools"][0]["function"]["parameters"]["type"], "object");
@@ -179,7 +195,7 @@ mod tests {
             roles,
             ["system", "user", "assistant", "tool", "tool", "user"]
         );
-        assert_eq!(m[2]["content"], Value::Null);
+        assert_eq!(m[2]["content"], "");
         assert_eq!(
             m[2]["tool_calls"][0]["function"]["arguments"],
             "{\"path\":\".env\"}"
@@ -189,9 +205,18 @@ mod tests {
         assert_eq!(m[4]["tool_call_id"], "c2");
         assert_eq!(m[4]["content"], "ERROR: bad");
         assert_eq!(m[5]["content"], "note: 2 steps left");
-        let official = build_body("gpt", &req, true);
+        assert!(body.get("tool_choice").is_none());
+        let official = Wire {
+            official: true,
+            stream: false,
+            tool_choice: Some(ToolChoice::Required),
+        };
+        let official = build_body("gpt", &req, &official);
         assert_eq!(official["max_completion_tokens"], json!(50));
         assert!(official.get("max_tokens").is_none());
+        assert_eq!(official["stream"], json!(false));
+        assert!(official.get("stream_options").is_none());
+        assert_eq!(official["tool_choice"]["function"]["name"], "rm");
     }
 
     #[test]
@@ -233,7 +258,7 @@ mod tests {
             tools: &[],
             max_tokens: 5,
         };
-        let body = build_body("gpt", &req, false);
+        let body = build_body("gpt", &req, &Wire::default());
         let text = body.to_string();
         assert!(
             !text.contains("secret plan") && !text.contains("EsQD"),

@@ -42,6 +42,21 @@ pub(crate) struct ChatState {
     done: bool,
 }
 
+/// Keeps the first `what` (id or name) of call `index`: a repeat of it
+/// is no news, anything else contradicts it.
+fn keep_first(kept: &mut String, got: &str, what: &str, index: u64) -> Result<(), ModelError> {
+    if kept.is_empty() {
+        kept.push_str(got);
+        Ok(())
+    } else if kept == got {
+        Ok(())
+    } else {
+        Err(ModelError::Protocol(format!(
+            "the stream gave tool call {index} the {what} '{got}' after '{kept}'"
+        )))
+    }
+}
+
 /// Arguments as text: a string as is, an object (an Ollama quirk) as JSON.
 fn arguments_text(v: &Value) -> String {
     match v {
@@ -110,7 +125,7 @@ impl ChatState {
             });
         }
         if let Some(calls) = delta["tool_calls"].as_array() {
-            self.take_call_deltas(calls);
+            self.take_call_deltas(calls)?;
         }
         self.take_finish(choice);
         Ok(())
@@ -118,26 +133,33 @@ impl ChatState {
 
     /// Adds streamed tool call pieces to the calls they continue (by
     /// `index`; a server without one sends each call whole, in order).
-    fn take_call_deltas(&mut self, calls: &[Value]) {
+    /// A call's id and name come once, or repeated identically in every
+    /// piece (llama.cpp's server): the first is kept, never concatenated;
+    /// another name or id for the same call is an error.
+    fn take_call_deltas(&mut self, calls: &[Value]) -> Result<(), ModelError> {
         for (pos, c) in calls.iter().enumerate() {
             let index = c["index"].as_u64().unwrap_or(pos as u64);
             let entry = self.calls.entry(index).or_default();
-            if let Some(id) = c["id"].as_str()
-                && !id.is_empty()
-            {
-                entry.id = id.to_string();
+            if let Some(id) = c["id"].as_str().filter(|id| !id.is_empty()) {
+                keep_first(&mut entry.id, id, "id", index)?;
             }
-            if let Some(n) = c["function"]["name"].as_str() {
-                entry.name.push_str(n);
+            if let Some(name) = c["function"]["name"].as_str().filter(|n| !n.is_empty()) {
+                keep_first(&mut entry.name, name, "name", index)?;
             }
             entry
                 .arguments
                 .push_str(&arguments_text(&c["function"]["arguments"]));
         }
+        Ok(())
     }
 
-    /// Takes a whole (non-streaming) completion body.
-    pub(crate) fn handle_whole(&mut self, v: &Value) -> Result<(), ModelError> {
+    /// Takes a whole (non-streaming) completion body; its text is shown as
+    /// a stream's would be.
+    pub(crate) fn handle_whole(
+        &mut self,
+        v: &Value,
+        progress: ProgressSink<'_>,
+    ) -> Result<(), ModelError> {
         let Some(choice) = v
             .get("choices")
             .and_then(Value::as_array)
@@ -150,8 +172,13 @@ impl ChatState {
         };
         self.take_common(v);
         let msg = &choice["message"];
-        if let Some(t) = msg["content"].as_str() {
+        if let Some(t) = msg["content"].as_str()
+            && !t.is_empty()
+        {
             self.text.push_str(t);
+            progress(ModelProgress::TextDelta {
+                text: t.to_string(),
+            });
         }
         if let Some(calls) = msg["tool_calls"].as_array() {
             for (pos, c) in calls.iter().enumerate() {
@@ -305,8 +332,9 @@ mod tests {
     fn quirks_object_arguments_missing_ids_and_stop_with_calls() {
         let ids = AtomicU64::new(0);
         let mut st = ChatState::default();
+        let sink = |_: ModelProgress| {};
         st.handle_whole(&json!({"choices":[{"finish_reason":"stop","message":{"content":"","reasoning":"hm",
-            "tool_calls":[{"function":{"name":"f","arguments":{"a":1}}},{"id":"","function":{"name":"g","arguments":"{}"}}]}}]}))
+            "tool_calls":[{"function":{"name":"f","arguments":{"a":1}}},{"id":"","function":{"name":"g","arguments":"{}"}}]}}]}), &sink)
             .expect("ok");
         let r = st.finish(&ids).expect("reply");
         assert_eq!(r.stop_reason, StopReason::ToolUse);
@@ -341,6 +369,6 @@ mod tests {
         assert!(st.finish(&AtomicU64::new(0)).is_err());
         let mut st = ChatState::default();
         assert!(st.handle_data("{oops", &sink).is_err());
-        assert!(st.handle_whole(&json!({"object":"x"})).is_err());
+        assert!(st.handle_whole(&json!({"object":"x"}), &sink).is_err());
     }
 }
