@@ -81,16 +81,88 @@ fn cases() -> Vec<Case> {
     };
     vec![
         // The key case of issue 22.
-        c("openai", Llama, "smollm2", "docker", true, Some("required"), 4, StepLimit { round_trips: 3 }),
-        c("openai", Llama, "smollm2", "local", false, Some("required"), 3, StepLimit { round_trips: 2 }),
-        c("openai", Llama, "gemma3", "local", false, Some("auto"), 3, AnyEnd),
+        c(
+            "openai",
+            Llama,
+            "smollm2",
+            "docker",
+            true,
+            Some("required"),
+            4,
+            StepLimit { round_trips: 3 },
+        ),
+        c(
+            "openai",
+            Llama,
+            "smollm2",
+            "local",
+            false,
+            Some("required"),
+            3,
+            StepLimit { round_trips: 2 },
+        ),
+        c(
+            "openai",
+            Llama,
+            "gemma3",
+            "local",
+            false,
+            Some("auto"),
+            3,
+            AnyEnd,
+        ),
         c("openai", Llama, "gemma3", "docker", true, None, 3, AnyEnd),
-        c("openai", LiteLlm, "smollm2", "docker", false, Some("required"), 3, StepLimit { round_trips: 2 }),
-        c("openai", LiteLlm, "gemma3", "local", true, Some("required"), 3, StepLimit { round_trips: 2 }),
+        c(
+            "openai",
+            LiteLlm,
+            "smollm2",
+            "docker",
+            false,
+            Some("required"),
+            3,
+            StepLimit { round_trips: 2 },
+        ),
+        c(
+            "openai",
+            LiteLlm,
+            "gemma3",
+            "local",
+            true,
+            Some("required"),
+            3,
+            StepLimit { round_trips: 2 },
+        ),
         c("openai", LiteLlm, "smollm2", "local", true, None, 3, AnyEnd),
-        c("anthropic", LiteLlm, "smollm2", "local", true, None, 3, AnyEnd),
-        c("anthropic", LiteLlm, "gemma3", "docker", false, Some("bash"), 1, StepLimit { round_trips: 0 }),
-        c("anthropic", LiteLlm, "smollm2", "local", true, Some("bash"), 1, StepLimit { round_trips: 0 }),
+        c(
+            "anthropic",
+            LiteLlm,
+            "smollm2",
+            "local",
+            true,
+            None,
+            3,
+            AnyEnd,
+        ),
+        c(
+            "anthropic",
+            LiteLlm,
+            "gemma3",
+            "docker",
+            false,
+            Some("bash"),
+            1,
+            StepLimit { round_trips: 0 },
+        ),
+        c(
+            "anthropic",
+            LiteLlm,
+            "smollm2",
+            "local",
+            true,
+            Some("bash"),
+            1,
+            StepLimit { round_trips: 0 },
+        ),
     ]
 }
 
@@ -116,7 +188,11 @@ fn runner_against_real_model_servers() {
     std::fs::create_dir_all(&recordings).expect("create target/real-model/recordings");
     let mut rows = Vec::new();
     for (i, case) in cases().iter().enumerate() {
-        rows.push(run_case(&servers, case, &recordings.join(format!("{i:02}.json"))));
+        rows.push(run_case(
+            &servers,
+            case,
+            &recordings.join(format!("{i:02}.json")),
+        ));
     }
     let report = table(&servers, &rows);
     println!("{report}");
@@ -126,7 +202,12 @@ fn runner_against_real_model_servers() {
         .filter(|r| !r.problems.is_empty())
         .map(|r| format!("{}:\n  {}", r.case, r.problems.join("\n  ")))
         .collect();
-    assert!(failed.is_empty(), "{} run(s) failed:\n{}", failed.len(), failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{} run(s) failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
 }
 
 fn describe(c: &Case) -> String {
@@ -160,14 +241,28 @@ fn run_case(servers: &Servers, case: &Case, recording: &std::path::Path) -> Row 
         _ => proxy.url.clone(),
     };
     let key = servers.get("LITELLM_KEY");
-    cmd.args(["--provider", case.provider, "--base-url", &base, "--model", case.model])
-        .args(["--executor", case.executor, "--image", TINY])
-        .args(["--max-steps", &case.max_steps.to_string()])
-        .args(["--context-window", "4096", "--max-tokens", "256", "--timeout", "30"])
-        .args(["--max-time", "600", "--json", "--run-dir"])
-        .arg(dir.path().join("run"))
-        .env("OPENAI_API_KEY", key)
-        .env("ANTHROPIC_API_KEY", key);
+    cmd.args([
+        "--provider",
+        case.provider,
+        "--base-url",
+        &base,
+        "--model",
+        case.model,
+    ])
+    .args(["--executor", case.executor, "--image", TINY])
+    .args(["--max-steps", &case.max_steps.to_string()])
+    .args([
+        "--context-window",
+        "4096",
+        "--max-tokens",
+        "256",
+        "--timeout",
+        "30",
+    ])
+    .args(["--max-time", "600", "--json", "--run-dir"])
+    .arg(dir.path().join("run"))
+    .env("OPENAI_API_KEY", key)
+    .env("ANTHROPIC_API_KEY", key);
     if !case.stream {
         cmd.arg("--no-stream");
     }
@@ -184,7 +279,11 @@ fn run_case(servers: &Servers, case: &Case, recording: &std::path::Path) -> Row 
     let mut row = check(case, &ran.code(), &trajectory, &requests);
     row.secs = secs;
     if !row.problems.is_empty() {
-        row.problems.push(format!("recording: {}{}", recording.display(), ran.explain()));
+        row.problems.push(format!(
+            "recording: {}{}",
+            recording.display(),
+            ran.explain()
+        ));
     }
     row
 }
@@ -209,34 +308,53 @@ fn check(case: &Case, code: &i32, trajectory: &[Value], requests: &[Value]) -> R
         _ => 2,
     };
     if *code != want_code {
-        problems.push(format!("exit code {code} for outcome {outcome} (want {want_code})"));
+        problems.push(format!(
+            "exit code {code} for outcome {outcome} (want {want_code})"
+        ));
     }
     if of("model_retry").next().is_some() {
         let r: Vec<String> = of("model_retry").map(|e| e["reason"].to_string()).collect();
         problems.push(format!("model calls were retried: {r:?}"));
     }
     // Every tool call ran and got its result.
-    let calls: Vec<String> = of("tool_call").map(|e| e["id"].as_str().unwrap_or("").to_string()).collect();
+    let calls: Vec<String> = of("tool_call")
+        .map(|e| e["id"].as_str().unwrap_or("").to_string())
+        .collect();
     for id in &calls {
         if !of("tool_result").any(|r| r["id"] == id.as_str()) {
             problems.push(format!("tool call {id} has no tool_result"));
         }
     }
     // A round trip: the call's result is in a later request runner sent.
-    let round_trips = calls.iter().filter(|id| requests.iter().any(|r| carries_result(r, id))).count();
+    let round_trips = calls
+        .iter()
+        .filter(|id| requests.iter().any(|r| carries_result(r, id)))
+        .count();
     // Every call but those of the last step went back.
-    let last_step = of("tool_call").filter_map(|e| e["step"].as_u64()).max().unwrap_or(0);
-    let must_return = of("tool_call").filter(|e| e["step"].as_u64() < Some(last_step)).count();
+    let last_step = of("tool_call")
+        .filter_map(|e| e["step"].as_u64())
+        .max()
+        .unwrap_or(0);
+    let must_return = of("tool_call")
+        .filter(|e| e["step"].as_u64() < Some(last_step))
+        .count();
     if round_trips < must_return {
-        problems.push(format!("{round_trips} tool result(s) went back, {must_return} should have"));
+        problems.push(format!(
+            "{round_trips} tool result(s) went back, {must_return} should have"
+        ));
     }
     match case.expect {
         Expect::StepLimit { round_trips: want } => {
             if outcome != "step_limit" || steps != u64::from(case.max_steps) {
-                problems.push(format!("outcome {outcome} after {steps} step(s), want step_limit after {}", case.max_steps));
+                problems.push(format!(
+                    "outcome {outcome} after {steps} step(s), want step_limit after {}",
+                    case.max_steps
+                ));
             }
             if round_trips < want {
-                problems.push(format!("{round_trips} tool round trip(s), want at least {want}"));
+                problems.push(format!(
+                    "{round_trips} tool round trip(s), want at least {want}"
+                ));
             }
             if calls.is_empty() {
                 problems.push("no tool call although the tool was required".into());
@@ -249,7 +367,10 @@ fn check(case: &Case, code: &i32, trajectory: &[Value], requests: &[Value]) -> R
         }
     }
     if requests.len() as u64 != steps {
-        problems.push(format!("{} request(s) reached the server for {steps} step(s)", requests.len()));
+        problems.push(format!(
+            "{} request(s) reached the server for {steps} step(s)",
+            requests.len()
+        ));
     }
     Row {
         case: describe(case),
@@ -309,7 +430,11 @@ fn table(servers: &Servers, rows: &[Row]) -> String {
             r.outcome,
             r.code,
             r.secs,
-            if r.problems.is_empty() { "ok" } else { "FAILED" }
+            if r.problems.is_empty() {
+                "ok"
+            } else {
+                "FAILED"
+            }
         );
     }
     s
