@@ -4,7 +4,7 @@
 CARGO ?= cargo
 RUNNER := target/debug/runner
 
-.PHONY: demo-run all build test prereqs test-unit test-runsc lint fmt sandbox-image sandbox-tiny sandbox-full sandbox-proxy demo clean-runs bench bench-quick bench-peers bench-images eval-demo harbor test-harbor
+.PHONY: demo-run all build test prereqs test-unit test-runsc lint fmt sandbox-image sandbox-tiny sandbox-full sandbox-proxy demo clean-runs bench bench-quick bench-peers bench-images eval-demo harbor test-harbor test-real-model
 
 all: build
 
@@ -72,10 +72,21 @@ harbor:
 test-harbor: sandbox-image build
 	$(CARGO) test --test harbor -- --test-threads=2 --nocapture
 
+## runner end to end against real local model servers (tests/real_model): llama-cpp-python's
+## server with SmolLM2-135M and Gemma 3 270M, and LiteLLM's proxy (its Chat Completions and
+## Anthropic /v1/messages), all pinned in sandbox/real-model/ and installed into
+## target/real-model/venv; llama.cpp is built once per machine (about 10 minutes) into
+## $${RUNNER_REAL_MODEL_CACHE:-/var/cache/runner/real-model}. Only 127.0.0.1 is contacted.
+## The table of runs: target/real-model/report.md.
+test-real-model: sandbox-tiny
+	bash sandbox/real-model/install.sh
+	$(CARGO) test --test real_model -- --test-threads=1 --nocapture
+
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --test harbor -- -D warnings
+	$(CARGO) clippy --test real_model -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all

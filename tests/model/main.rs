@@ -13,4 +13,5 @@ mod support;
 mod clients;
 mod local_servers;
 mod recorded;
+mod recorded_local;
 mod vectors;
