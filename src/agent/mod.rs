@@ -3,7 +3,7 @@
 //! answers without tools or a limit is reached. It emits events and never
 //! prints.
 
-mod call_ids;
+pub mod call_ids;
 pub mod context;
 mod limits;
 pub mod replay;

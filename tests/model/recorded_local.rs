@@ -152,24 +152,37 @@ async fn v29_llamacpp_500_for_tool_choice_required_is_an_api_error() {
 }
 
 #[tokio::test]
-#[ignore = "client bug (issue 22): the Anthropic stream parser makes one call per tool_use block, \
-            so LiteLLM's 18 blocks sharing one id become 18 calls with input {}; \
-            un-ignore when blocks with the id of an open call are merged into it"]
 async fn v30_litellm_messages_stream_one_tool_use_split_into_blocks_with_one_id() {
     // LiteLLM opens a tool_use block per upstream chunk, each with the same
-    // id and name and one fragment of the input: one call, not one per block.
+    // id and name and one fragment of the input. The client returns the
+    // blocks as sent (fragments as raw input); the loop joins them into the
+    // one call they are before anything runs (runner::agent::call_ids).
     let name = "30_litellm_messages_stream_tool_use.json";
-    let (replies, server) = replay_turns(name, Api::Anthropic).await;
-    let calls: Vec<_> = replies[0].message.tool_calls().collect();
-    assert_eq!(calls.len(), 1, "{:?}", replies[0].message);
+    let ex = exchanges(name);
+    let server = FakeServer::start(vec![ex[0].response.clone()]).await;
+    let first = &ex[0].request;
+    let (r, _) = call(
+        &anthropic_model(&server, "smollm2"),
+        &content_text(&first["system"]),
+        &anthropic_messages(&first["messages"]),
+        &anthropic_tools(first),
+    )
+    .await;
+    let mut message = r.expect("turn 1").message;
+    let blocks = message.tool_calls().count();
+    assert!(blocks > 1, "{message:?}");
+    let notes = runner::agent::call_ids::join_split_calls(&mut message);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let calls: Vec<_> = message.tool_calls().collect();
+    assert_eq!(calls.len(), 1, "{message:?}");
     assert_eq!(calls[0].name, "bash");
     assert!(
         calls[0].input["command"].is_string(),
         "{:?}",
         calls[0].input
     );
-    let sent = &server.requests()[1].body["messages"];
-    assert_eq!(sent[2]["content"][0]["tool_use_id"], json!(calls[0].id));
+    let recorded_id = ex[1].request["messages"][2]["content"][0]["tool_use_id"].clone();
+    assert_eq!(json!(calls[0].id), recorded_id);
 }
 
 #[tokio::test]
