@@ -4,8 +4,10 @@
 //! layout as Harbor's own migration maps them, see [`tb1`]).
 //!
 //! Every key of Harbor's schema is either honoured (it reaches a field of
-//! [`Task`]) or refused here, naming the file and the key; keys Harbor does
-//! not know are listed in [`Task::warnings`].
+//! [`Task`]) or refused, naming the file and the key (`resolve`); keys
+//! Harbor does not know are listed in [`Task::warnings`] (`schema`). The
+//! file as written is `task_toml`, the errors `error`, the search for
+//! tasks under the given paths `discover`.
 
 mod discover;
 pub mod envsubst;
