@@ -144,117 +144,22 @@ pub async fn run(args: EvalSettings, cancel: CancellationToken) -> Result<u8, Fa
 }
 
 async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, EvalError> {
-    task::envsubst::allow_secrets(args.pass_env.clone());
-    let tasks = task::filter(task::discover(&args.paths)?, &args.filter)?;
-    if tasks.is_empty() {
-        return Err(EvalError::NoMatch(args.filter.clone()));
-    }
-    args.check()?;
-    // The suite is every task; a shard runs its part of the name order.
-    let mut tasks = tasks;
-    tasks.sort_by(|a, b| a.name.cmp(&b.name));
-    let all_names: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
-    if let Some(shard) = args.shard {
-        tasks = tasks
-            .into_iter()
-            .enumerate()
-            .filter(|(i, _)| shard.holds(*i))
-            .map(|(_, t)| t)
-            .collect();
-    }
-    // Harbor's layout records each task's checksum as the suite starts; a
-    // DIR it could not be written to stops the suite before it runs.
-    let harbor_tasks = match &args.harbor_job {
-        Some(dir) => {
-            harbor_job::check_target(dir, args.resume)?;
-            Some(harbor_job::TaskInfo::of_all(&tasks, &args.paths)?)
-        }
-        None => None,
-    };
+    let (tasks, all_names) = suite_tasks(&args)?;
+    let harbor_tasks = harbor_tasks(&args, &tasks)?;
     let base = base_config(&args);
-    // Fail fast on settings every attempt would reject.
-    let probe = base.build()?;
-    if let Some(n) = args
-        .egress_network
-        .as_ref()
-        .filter(|n| !crate::exec::egress::is_egress_network_name(n))
-    {
-        return Err(ConfigError::BadEgressNetwork(n.clone()).into());
-    }
-    if args.agent_kind == AgentKind::Model {
-        // A missing key or an unreadable script fails the suite, not each attempt.
-        crate::runtime::build_model(&probe)?;
-    }
-    // The runtime every sandbox of the suite uses must be registered.
-    let backend = backend_for(args.backend);
-    if !backend.capabilities().isolated {
-        eprintln!(
-            "warning: --executor {} runs every task's code, its verifier included, on this host: NOT a sandbox",
-            backend.capabilities().name
-        );
-    }
-    let runtime = backend.check_runtime(args.runtime.as_deref()).await?;
-    let memory_bytes = args
-        .memory
-        .as_deref()
-        .map(crate::config::parse_memory)
-        .transpose()?;
+    let Checked {
+        probe,
+        backend,
+        runtime,
+        memory_bytes,
+    } = preflight(&args, &base).await?;
 
     let started = Instant::now();
-    let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S").to_string();
-    let fresh_id = format!("eval-{stamp}-{:04x}", fastrand::u16(..));
-    let out_dir = args
-        .output_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("runs").join(&fresh_id));
-    // Absolute, so the reports' paths work from anywhere.
-    let out_dir = std::path::absolute(&out_dir).map_err(|source| EvalError::Write {
-        path: out_dir.clone(),
-        source,
-    })?;
-    let (settings, secret) = manifest::verdict_settings(&args);
-    let fresh = manifest::SuiteManifest {
-        format: manifest::MANIFEST_VERSION,
-        id: fresh_id,
-        fingerprint: manifest::fingerprint(&all_names, args.attempts, &settings, &secret),
-        tasks: all_names,
-        attempts_per_task: args.attempts,
-        settings,
-        shard: args.shard,
-        shard_tasks: tasks.iter().map(|t| t.name.clone()).collect(),
-        started_at: chrono::Local::now(),
-    };
-    let suite = resume::open(&out_dir, args.resume, fresh)?;
+    let (out_dir, suite) = open_suite(&args, all_names, &tasks)?;
     let suite_id = suite.id.clone();
-    if tasks.is_empty() {
-        eprintln!(
-            "note: shard {} holds none of the suite's {}",
-            args.shard.map_or("-".into(), |s| s.to_string()),
-            crate::plural::count_of(suite.tasks.len(), "task", "tasks")
-        );
-    }
 
-    // One redactor for the whole suite, built as a run builds its own: the
-    // --env pairs are the same for every attempt.
     let human = Human::new();
-    let redactor = crate::runtime::run_redactor(&probe, &human)?;
-    // The tasks' own credentials (`[verifier].env`) reach the verifier's
-    // output, its log and the reports: they are the suite's secrets too.
-    // Resolved values count (`${API_KEY}` from runner's environment).
-    let redactor = redactor.with(
-        tasks
-            .iter()
-            .flat_map(|t| {
-                let raw = crate::redact::credential_values(&t.config.verifier.env);
-                let resolved = [&t.verifier_env, &t.env, &t.solution_env]
-                    .into_iter()
-                    .flat_map(|pairs| {
-                        crate::redact::credential_values(pairs.iter().map(|(k, v)| (k, v)))
-                    });
-                raw.into_iter().chain(resolved).collect::<Vec<_>>()
-            })
-            .collect(),
-    )?;
+    let redactor = suite_redactor(&probe, &human, &tasks)?;
     for t in &tasks {
         for w in &t.warnings {
             eprintln!("warning: {}", visible(w));
@@ -298,43 +203,18 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
 
     let elapsed = started.elapsed();
     let (task_sums, totals) = report::summarize(&attempts, args.attempts, elapsed);
-    eprint!("{}", redactor.redact(&report::table(&attempts, &totals)));
-    eprint!("{}", redactor.redact(&report::failures(&attempts)));
-    let rules = flagged::ExitRules {
-        min_pass_rate: args.min_pass_rate,
-        fail_on_error: args.fail_on_error,
-        accept_flagged: args.accept_flagged,
-    };
-    if let Some(n) = flagged::notice(&totals, rules) {
-        eprintln!("{n}");
+    let rules = print_summary(&args, &attempts, &totals, &redactor);
+    let meta = SuiteMeta {
+        args: &args,
+        executor: ctx.backend.capabilities().name,
+        out_dir: &out_dir,
+        runtime: &runtime,
+        probe: &probe,
+        interrupted: cancel.is_cancelled(),
+        elapsed,
+        suite: &suite,
     }
-    let meta = serde_json::json!({
-        "id": suite_id,
-        "agent": args.agent_kind.as_str(),
-        "executor": ctx.backend.capabilities().name,
-        "paths": args.paths,
-        "output_dir": out_dir,
-        "jobs": args.jobs,
-        "attempts_per_task": args.attempts,
-        "min_pass_rate": args.min_pass_rate,
-        "accept_flagged": args.accept_flagged,
-        "regrade_flagged": args.regrade_flagged,
-        "allow_internet": args.allow_internet,
-        "egress_network": args.egress_network,
-        "grading": args.grading.map(|g| g.as_str()),
-        "runtime": runtime,
-        "seccomp": probe.sandbox.seccomp.label(),
-        "seccomp_profile_sha256": probe.sandbox.seccomp.profile().map(|p| p.sha256()),
-        "interrupted": cancel.is_cancelled(),
-        "started_at": chrono::Local::now() - chrono::Duration::from_std(elapsed).unwrap_or_default(),
-        "first_started_at": suite.started_at,
-        "fingerprint": suite.fingerprint,
-        "shard": args.shard.map(|s| s.to_string()),
-        "suite_tasks": suite.tasks.len(),
-        "resumed": args.resume,
-        "retry_errors": args.retry_errors,
-        "suite_max_cost_usd": args.suite_max_cost_usd,
-    });
+    .json();
     // A resumed suite began with its first run.
     let suite_started = suite.started_at.with_timezone(&chrono::Utc);
     let reports = write_reports(
@@ -347,21 +227,7 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
     }
     reports?;
     if let (Some(dir), Some(infos)) = (&args.harbor_job, &harbor_tasks) {
-        let meta = harbor_job::HarborJobMeta {
-            agent: args.agent_kind,
-            model: (args.agent_kind == AgentKind::Model)
-                .then(|| (probe.provider.as_str().to_string(), probe.model.clone())),
-            suite_id: suite_id.clone(),
-            started_at: suite_started,
-            finished_at: chrono::Utc::now(),
-            n_attempts: args.attempts,
-            jobs: args.jobs,
-            docker: args.backend == crate::exec::backend::BackendKind::Docker,
-            cpus: args.cpus,
-            memory_mb: memory_bytes.map(|b| u64::try_from(b / (1 << 20)).unwrap_or(0)),
-            agent_timeout_secs: args.agent_timeout_secs,
-            verifier_timeout_secs: args.verifier_timeout_secs,
-        };
+        let meta = harbor_meta(&args, &probe, &suite_id, suite_started, memory_bytes);
         harbor_job::write(dir, &attempts, infos, &meta, &redactor, args.resume)?;
         eprintln!("harbor job: {}", visible(&dir.display().to_string()));
     }
@@ -372,6 +238,251 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
     } else {
         flagged::exit_code(&totals, rules)
     })
+}
+
+/// The tasks this run attempts (the shard's part of the suite, in name
+/// order) and the names of every task of the suite.
+fn suite_tasks(args: &EvalSettings) -> Result<(Vec<task::Task>, Vec<String>), EvalError> {
+    task::envsubst::allow_secrets(args.pass_env.clone());
+    let tasks = task::filter(task::discover(&args.paths)?, &args.filter)?;
+    if tasks.is_empty() {
+        return Err(EvalError::NoMatch(args.filter.clone()));
+    }
+    args.check()?;
+    // The suite is every task; a shard runs its part of the name order.
+    let mut tasks = tasks;
+    tasks.sort_by(|a, b| a.name.cmp(&b.name));
+    let all_names: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
+    if let Some(shard) = args.shard {
+        tasks = tasks
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| shard.holds(*i))
+            .map(|(_, t)| t)
+            .collect();
+    }
+    Ok((tasks, all_names))
+}
+
+/// Harbor's layout records each task's checksum as the suite starts; a
+/// DIR it could not be written to stops the suite before it runs.
+fn harbor_tasks(
+    args: &EvalSettings,
+    tasks: &[task::Task],
+) -> Result<Option<Vec<harbor_job::TaskInfo>>, EvalError> {
+    match &args.harbor_job {
+        Some(dir) => {
+            harbor_job::check_target(dir, args.resume)?;
+            Ok(Some(harbor_job::TaskInfo::of_all(tasks, &args.paths)?))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Prints the results table, the failures and the flagged notice on
+/// stderr; the rules the exit code follows.
+fn print_summary(
+    args: &EvalSettings,
+    attempts: &[Attempt],
+    totals: &report::Totals,
+    redactor: &Redactor,
+) -> flagged::ExitRules {
+    eprint!("{}", redactor.redact(&report::table(attempts, totals)));
+    eprint!("{}", redactor.redact(&report::failures(attempts)));
+    let rules = flagged::ExitRules {
+        min_pass_rate: args.min_pass_rate,
+        fail_on_error: args.fail_on_error,
+        accept_flagged: args.accept_flagged,
+    };
+    if let Some(n) = flagged::notice(totals, rules) {
+        eprintln!("{n}");
+    }
+    rules
+}
+
+/// What the checks before the suite found: the settings as one attempt
+/// would build them, the backend, its runtime and the memory limit.
+struct Checked {
+    probe: crate::config::Config,
+    backend: Arc<dyn crate::exec::backend::Backend>,
+    runtime: Option<String>,
+    memory_bytes: Option<i64>,
+}
+
+/// Fails fast on settings every attempt would reject: the config, the
+/// egress network's name, the model (key, script) and the runtime.
+async fn preflight(args: &EvalSettings, base: &ConfigBuilder) -> Result<Checked, EvalError> {
+    let probe = base.build()?;
+    if let Some(n) = args
+        .egress_network
+        .as_ref()
+        .filter(|n| !crate::exec::egress::is_egress_network_name(n))
+    {
+        return Err(ConfigError::BadEgressNetwork(n.clone()).into());
+    }
+    if args.agent_kind == AgentKind::Model {
+        // A missing key or an unreadable script fails the suite, not each attempt.
+        crate::runtime::build_model(&probe)?;
+    }
+    // The runtime every sandbox of the suite uses must be registered.
+    let backend = backend_for(args.backend);
+    if !backend.capabilities().isolated {
+        eprintln!(
+            "warning: --executor {} runs every task's code, its verifier included, on this host: NOT a sandbox",
+            backend.capabilities().name
+        );
+    }
+    let runtime = backend.check_runtime(args.runtime.as_deref()).await?;
+    let memory_bytes = args
+        .memory
+        .as_deref()
+        .map(crate::config::parse_memory)
+        .transpose()?;
+    Ok(Checked {
+        probe,
+        backend,
+        runtime,
+        memory_bytes,
+    })
+}
+
+/// The suite's absolute output directory and its manifest: a fresh one,
+/// or the first run's when resuming (checked to be the same suite).
+fn open_suite(
+    args: &EvalSettings,
+    all_names: Vec<String>,
+    tasks: &[task::Task],
+) -> Result<(PathBuf, manifest::SuiteManifest), EvalError> {
+    let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S").to_string();
+    let fresh_id = format!("eval-{stamp}-{:04x}", fastrand::u16(..));
+    let out_dir = args
+        .output_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs").join(&fresh_id));
+    // Absolute, so the reports' paths work from anywhere.
+    let out_dir = std::path::absolute(&out_dir).map_err(|source| EvalError::Write {
+        path: out_dir.clone(),
+        source,
+    })?;
+    let (settings, secret) = manifest::verdict_settings(args);
+    let fresh = manifest::SuiteManifest {
+        format: manifest::MANIFEST_VERSION,
+        id: fresh_id,
+        fingerprint: manifest::fingerprint(&all_names, args.attempts, &settings, &secret),
+        tasks: all_names,
+        attempts_per_task: args.attempts,
+        settings,
+        shard: args.shard,
+        shard_tasks: tasks.iter().map(|t| t.name.clone()).collect(),
+        started_at: chrono::Local::now(),
+    };
+    let suite = resume::open(&out_dir, args.resume, fresh)?;
+    if tasks.is_empty() {
+        eprintln!(
+            "note: shard {} holds none of the suite's {}",
+            args.shard.map_or("-".into(), |s| s.to_string()),
+            crate::plural::count_of(suite.tasks.len(), "task", "tasks")
+        );
+    }
+    Ok((out_dir, suite))
+}
+
+/// One redactor for the whole suite, built as a run builds its own (the
+/// --env pairs are the same for every attempt), plus the tasks' own
+/// credentials.
+fn suite_redactor(
+    probe: &crate::config::Config,
+    human: &Human,
+    tasks: &[task::Task],
+) -> Result<Redactor, EvalError> {
+    let redactor = crate::runtime::run_redactor(probe, human)?;
+    // The tasks' own credentials (`[verifier].env`) reach the verifier's
+    // output, its log and the reports: they are the suite's secrets too.
+    // Resolved values count (`${API_KEY}` from runner's environment).
+    Ok(redactor.with(
+        tasks
+            .iter()
+            .flat_map(|t| {
+                let raw = crate::redact::credential_values(&t.config.verifier.env);
+                let resolved = [&t.verifier_env, &t.env, &t.solution_env]
+                    .into_iter()
+                    .flat_map(|pairs| {
+                        crate::redact::credential_values(pairs.iter().map(|(k, v)| (k, v)))
+                    });
+                raw.into_iter().chain(resolved).collect::<Vec<_>>()
+            })
+            .collect(),
+    )?)
+}
+
+/// What the suite report's `suite` object says about the run.
+struct SuiteMeta<'a> {
+    args: &'a EvalSettings,
+    executor: &'a str,
+    out_dir: &'a std::path::Path,
+    runtime: &'a Option<String>,
+    probe: &'a crate::config::Config,
+    interrupted: bool,
+    elapsed: std::time::Duration,
+    suite: &'a manifest::SuiteManifest,
+}
+
+impl SuiteMeta<'_> {
+    fn json(&self) -> serde_json::Value {
+        let (args, probe, suite) = (self.args, self.probe, self.suite);
+        serde_json::json!({
+            "id": suite.id,
+            "agent": args.agent_kind.as_str(),
+            "executor": self.executor,
+            "paths": args.paths,
+            "output_dir": self.out_dir,
+            "jobs": args.jobs,
+            "attempts_per_task": args.attempts,
+            "min_pass_rate": args.min_pass_rate,
+            "accept_flagged": args.accept_flagged,
+            "regrade_flagged": args.regrade_flagged,
+            "allow_internet": args.allow_internet,
+            "egress_network": args.egress_network,
+            "grading": args.grading.map(|g| g.as_str()),
+            "runtime": self.runtime,
+            "seccomp": probe.sandbox.seccomp.label(),
+            "seccomp_profile_sha256": probe.sandbox.seccomp.profile().map(|p| p.sha256()),
+            "interrupted": self.interrupted,
+            "started_at": chrono::Local::now() - chrono::Duration::from_std(self.elapsed).unwrap_or_default(),
+            "first_started_at": suite.started_at,
+            "fingerprint": suite.fingerprint,
+            "shard": args.shard.map(|s| s.to_string()),
+            "suite_tasks": suite.tasks.len(),
+            "resumed": args.resume,
+            "retry_errors": args.retry_errors,
+            "suite_max_cost_usd": args.suite_max_cost_usd,
+        })
+    }
+}
+
+/// The job-level facts of Harbor's layout (`--harbor-job`).
+fn harbor_meta(
+    args: &EvalSettings,
+    probe: &crate::config::Config,
+    suite_id: &str,
+    started_at: chrono::DateTime<chrono::Utc>,
+    memory_bytes: Option<i64>,
+) -> harbor_job::HarborJobMeta {
+    harbor_job::HarborJobMeta {
+        agent: args.agent_kind,
+        model: (args.agent_kind == AgentKind::Model)
+            .then(|| (probe.provider.as_str().to_string(), probe.model.clone())),
+        suite_id: suite_id.to_string(),
+        started_at,
+        finished_at: chrono::Utc::now(),
+        n_attempts: args.attempts,
+        jobs: args.jobs,
+        docker: args.backend == crate::exec::backend::BackendKind::Docker,
+        cpus: args.cpus,
+        memory_mb: memory_bytes.map(|b| u64::try_from(b / (1 << 20)).unwrap_or(0)),
+        agent_timeout_secs: args.agent_timeout_secs,
+        verifier_timeout_secs: args.verifier_timeout_secs,
+    }
 }
 
 /// The configuration every attempt starts from: the suite's settings;

@@ -139,73 +139,82 @@ fn event(h: &mut Html, run: &RunData, ev: &Value) {
             h.raw("<li class=\"ev notice\">").text(&line).raw("</li>");
         }
         "model_reply" => model_reply(h, ev),
-        "tool_call" => {
-            h.raw("<li class=\"ev call\">");
-            h.el("div", "who", &format!("tool call: {}", s(ev, "name")));
-            let input = ev.get("input").cloned().unwrap_or(Value::Null);
-            match input.get("command").and_then(Value::as_str) {
-                Some(cmd) if input.as_object().is_some_and(|o| o.len() <= 2) => {
-                    h.pre(cmd, MAX_TEXT_BYTES);
-                    if let Some(t) = u(&input, "timeout") {
-                        h.el("div", "label", &format!("timeout {t} s"));
-                    }
-                }
-                _ => {
-                    h.pre(&pretty(&input), MAX_TEXT_BYTES);
-                }
-            }
-            h.raw("</li>");
-        }
+        "tool_call" => tool_call(h, ev),
         "tool_result" => tool_result(h, run, ev),
-        "approval" => {
-            let asked = ev.get("asked").and_then(Value::as_bool).unwrap_or(true);
-            let line = format!(
-                "approval ({}): {}{}",
-                s(ev, "rule"),
-                s(ev, "answer"),
-                if asked {
-                    ""
-                } else {
-                    ", approved by an earlier `a`"
-                }
-            );
-            h.raw("<li class=\"ev notice\">").text(&line);
-            if let Some(cmd) = ev.get("edited").and_then(Value::as_str) {
-                h.el("div", "label", "ran instead");
-                h.pre(cmd, MAX_TEXT_BYTES);
-            }
-            h.raw("</li>");
-        }
+        "approval" => approval(h, ev),
         "notice" => {
             h.raw("<li class=\"ev notice\">")
                 .text(s(ev, "message"))
                 .raw("</li>");
         }
-        "run_finished" => {
-            h.raw("<li class=\"ev meta\">");
-            let line = format!(
-                "run finished: {} after {} step(s), {}, ${:.4}",
-                s(ev, "outcome"),
-                u(ev, "steps").unwrap_or(0),
-                millis(u(ev, "duration_ms").unwrap_or(0)),
-                ev.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0)
-            );
-            h.el("span", "who", &line);
-            if let Some(e) = ev.get("error").and_then(Value::as_str) {
-                h.el("div", "reason", e);
-            }
-            if let Some(t) = ev.get("final_text").and_then(Value::as_str) {
-                h.el("div", "label", "final text");
-                h.pre(t, MAX_TEXT_BYTES);
-            }
-            h.raw("</li>");
-        }
+        "run_finished" => run_finished(h, ev),
         other => {
             h.raw("<li class=\"ev notice\">")
                 .text(&format!("event of unknown type {other:?}"))
                 .raw("</li>");
         }
     }
+}
+
+/// A tool call: a bare command as it is, any other input as JSON.
+fn tool_call(h: &mut Html, ev: &Value) {
+    h.raw("<li class=\"ev call\">");
+    h.el("div", "who", &format!("tool call: {}", s(ev, "name")));
+    let input = ev.get("input").cloned().unwrap_or(Value::Null);
+    match input.get("command").and_then(Value::as_str) {
+        Some(cmd) if input.as_object().is_some_and(|o| o.len() <= 2) => {
+            h.pre(cmd, MAX_TEXT_BYTES);
+            if let Some(t) = u(&input, "timeout") {
+                h.el("div", "label", &format!("timeout {t} s"));
+            }
+        }
+        _ => {
+            h.pre(&pretty(&input), MAX_TEXT_BYTES);
+        }
+    }
+    h.raw("</li>");
+}
+
+/// An approval: the rule, the answer and a command edited before it ran.
+fn approval(h: &mut Html, ev: &Value) {
+    let asked = ev.get("asked").and_then(Value::as_bool).unwrap_or(true);
+    let line = format!(
+        "approval ({}): {}{}",
+        s(ev, "rule"),
+        s(ev, "answer"),
+        if asked {
+            ""
+        } else {
+            ", approved by an earlier `a`"
+        }
+    );
+    h.raw("<li class=\"ev notice\">").text(&line);
+    if let Some(cmd) = ev.get("edited").and_then(Value::as_str) {
+        h.el("div", "label", "ran instead");
+        h.pre(cmd, MAX_TEXT_BYTES);
+    }
+    h.raw("</li>");
+}
+
+/// The run's end: outcome, steps, time, cost, error and final text.
+fn run_finished(h: &mut Html, ev: &Value) {
+    h.raw("<li class=\"ev meta\">");
+    let line = format!(
+        "run finished: {} after {} step(s), {}, ${:.4}",
+        s(ev, "outcome"),
+        u(ev, "steps").unwrap_or(0),
+        millis(u(ev, "duration_ms").unwrap_or(0)),
+        ev.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0)
+    );
+    h.el("span", "who", &line);
+    if let Some(e) = ev.get("error").and_then(Value::as_str) {
+        h.el("div", "reason", e);
+    }
+    if let Some(t) = ev.get("final_text").and_then(Value::as_str) {
+        h.el("div", "label", "final text");
+        h.pre(t, MAX_TEXT_BYTES);
+    }
+    h.raw("</li>");
 }
 
 fn model_reply(h: &mut Html, ev: &Value) {

@@ -54,6 +54,36 @@ pub fn render(s: &SuiteData, budget: usize) -> (String, String, Html, serde_json
     let records: Vec<Attempt> = s.attempts.iter().filter_map(|a| a.record.clone()).collect();
     let (_, totals) = report::summarize(&records, m.attempts_per_task, Duration::ZERO);
 
+    let rows = table_rows(s);
+    let sorted = failures_first(&rows);
+    let title = format!("runner eval {}", m.id);
+    let subtitle = subtitle(s);
+
+    let mut h = Html::new();
+    h.raw("<div id=\"overview\">");
+    let busy_ms = records.iter().map(|a| a.phases.total_ms).sum();
+    cards(
+        &mut h,
+        &totals,
+        rows.iter().filter(|r| r.status == "missing").count(),
+        busy_ms,
+    );
+    failures(&mut h, &rows, &sorted);
+    attempts_table(&mut h);
+    h.raw("</div>\n");
+    sections(&mut h, s, &rows, &sorted, budget);
+
+    let data = json!({
+        "kind": "suite",
+        "attempts": data_rows(&rows, &sorted),
+        "max_total_ms": max_total_ms(&records),
+    });
+    (title, subtitle, h, data)
+}
+
+/// One row per attempt directory, then one per missing attempt that has
+/// no directory.
+fn table_rows(s: &SuiteData) -> Vec<Row<'_>> {
     let mut rows: Vec<Row> = Vec::new();
     for (i, a) in s.attempts.iter().enumerate() {
         let anchor = Some(format!("a{i}"));
@@ -95,13 +125,23 @@ pub fn render(s: &SuiteData, budget: usize) -> (String, String, Html, serde_json
             });
         }
     }
+    rows
+}
+
+/// Indices of `rows` in page order: by status rank, task, attempt.
+fn failures_first(rows: &[Row]) -> Vec<usize> {
     let mut sorted: Vec<usize> = (0..rows.len()).collect();
     sorted.sort_by(|&x, &y| {
         let (a, b) = (&rows[x], &rows[y]);
         (rank(a.status), a.task, a.attempt).cmp(&(rank(b.status), b.task, b.attempt))
     });
+    sorted
+}
 
-    let title = format!("runner eval {}", m.id);
+/// The line under the title: tasks, attempts, agent, model, shard, start
+/// time and the suite's directory.
+fn subtitle(s: &SuiteData) -> String {
+    let m = &s.manifest;
     let agent = m
         .settings
         .get("agent")
@@ -132,17 +172,11 @@ pub fn render(s: &SuiteData, budget: usize) -> (String, String, Html, serde_json
         m.started_at.format("%Y-%m-%d %H:%M:%S %z"),
         s.path.display()
     ));
+    subtitle
+}
 
-    let mut h = Html::new();
-    h.raw("<div id=\"overview\">");
-    let busy_ms = records.iter().map(|a| a.phases.total_ms).sum();
-    cards(
-        &mut h,
-        &totals,
-        rows.iter().filter(|r| r.status == "missing").count(),
-        busy_ms,
-    );
-
+/// The failures list: every attempt that did not pass, with its reason.
+fn failures(h: &mut Html, rows: &[Row], sorted: &[usize]) {
     h.raw("<h2>Failures</h2>");
     let bad: Vec<&Row> = sorted
         .iter()
@@ -151,32 +185,36 @@ pub fn render(s: &SuiteData, budget: usize) -> (String, String, Html, serde_json
         .collect();
     if bad.is_empty() {
         h.el("p", "note", "None: every attempt passed.");
-    } else {
-        h.raw("<ol class=\"failures\">");
-        for r in &bad {
-            h.raw("<li>");
-            match &r.anchor {
-                Some(a) => {
-                    h.raw("<a href=\"#")
-                        .text(a)
-                        .raw("\">")
-                        .text(&format!("{} #{}", r.task, r.attempt))
-                        .raw("</a>");
-                }
-                None => {
-                    h.text(&format!("{} #{}", r.task, r.attempt));
-                }
-            }
-            h.raw(" ")
-                .el("span", &format!("st st-{}", r.status), r.status);
-            if let Some(why) = &r.reason {
-                h.reason(why, MAX_TEXT_BYTES);
-            }
-            h.raw("</li>");
-        }
-        h.raw("</ol>");
+        return;
     }
+    h.raw("<ol class=\"failures\">");
+    for r in &bad {
+        h.raw("<li>");
+        match &r.anchor {
+            Some(a) => {
+                h.raw("<a href=\"#")
+                    .text(a)
+                    .raw("\">")
+                    .text(&format!("{} #{}", r.task, r.attempt))
+                    .raw("</a>");
+            }
+            None => {
+                h.text(&format!("{} #{}", r.task, r.attempt));
+            }
+        }
+        h.raw(" ")
+            .el("span", &format!("st st-{}", r.status), r.status);
+        if let Some(why) = &r.reason {
+            h.reason(why, MAX_TEXT_BYTES);
+        }
+        h.raw("</li>");
+    }
+    h.raw("</ol>");
+}
 
+/// The attempts table's tools and empty table; the page's script fills it
+/// from the JSON data block.
+fn attempts_table(h: &mut Html) {
     h.raw("<h2>Attempts</h2><div class=\"tools\">");
     h.raw("<input id=\"filter\" type=\"search\" placeholder=\"filter: task, status, reason\">");
     h.raw("<select id=\"status\"><option value=\"\">every status</option>");
@@ -217,10 +255,11 @@ pub fn render(s: &SuiteData, budget: usize) -> (String, String, Html, serde_json
     }
     h.raw("</tr></thead><tbody></tbody></table>");
     h.raw("<noscript><p class=\"note\">The table needs JavaScript; every attempt's section follows below.</p></noscript>");
-    h.raw("</div>\n");
+}
 
-    // Sections in the failures-first order.
-    for &i in &sorted {
+/// Every attempt's section, in the failures-first order.
+fn sections(h: &mut Html, s: &SuiteData, rows: &[Row], sorted: &[usize], budget: usize) {
+    for &i in sorted {
         let r = &rows[i];
         let Some(anchor) = &r.anchor else { continue };
         let Some(idx) = anchor
@@ -232,18 +271,14 @@ pub fn render(s: &SuiteData, budget: usize) -> (String, String, Html, serde_json
         let Some(a) = s.attempts.get(idx) else {
             continue;
         };
-        section::render(
-            &mut h,
-            anchor,
-            &format!("{} #{}", r.task, r.attempt),
-            a,
-            budget,
-        );
+        section::render(h, anchor, &format!("{} #{}", r.task, r.attempt), a, budget);
     }
+}
 
-    // The image phase is shared by a task's attempts and not part of
-    // total_ms: bars are scaled to the longest sum of the four phases.
-    let max_total_ms = records
+/// The longest sum of an attempt's four phases. The image phase is shared
+/// by a task's attempts and not part of total_ms: bars are scaled to this.
+fn max_total_ms(records: &[Attempt]) -> u64 {
+    records
         .iter()
         .map(|a| {
             let p = &a.phases;
@@ -253,8 +288,12 @@ pub fn render(s: &SuiteData, budget: usize) -> (String, String, Html, serde_json
                 .saturating_add(p.verifier_ms)
         })
         .max()
-        .unwrap_or(0);
-    let data_rows: Vec<serde_json::Value> = sorted
+        .unwrap_or(0)
+}
+
+/// The table's rows as the script gets them, in page order.
+fn data_rows(rows: &[Row], sorted: &[usize]) -> Vec<serde_json::Value> {
+    sorted
         .iter()
         .map(|&i| {
             let r = &rows[i];
@@ -276,13 +315,7 @@ pub fn render(s: &SuiteData, budget: usize) -> (String, String, Html, serde_json
                 }),
             })
         })
-        .collect();
-    let data = json!({
-        "kind": "suite",
-        "attempts": data_rows,
-        "max_total_ms": max_total_ms,
-    });
-    (title, subtitle, h, data)
+        .collect()
 }
 
 fn missing_for<'a>(s: &'a SuiteData, path: &std::path::Path) -> (&'a str, u32, String) {

@@ -121,6 +121,61 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
     let tests = sandbox.path("/tests");
     let logs = sandbox.path("/logs");
     let (qt, ql) = (quote(&tests), quote(&logs));
+    if let Some(failed) = prepare_dirs(&t, &qt, &ql, cancel).await? {
+        return Ok(failed);
+    }
+    upload_and_sweep(&t, &tests, &logs, &qt, cancel).await?;
+    let test_sh = format!("{tests}/test.sh");
+    let mut env = t.env.clone();
+    if !env.iter().any(|(k, _)| k == "TEST_DIR") {
+        env.push(("TEST_DIR".into(), tests.clone()));
+    }
+    let exports = exports(&env);
+    // Run as Harbor runs it: made executable, started through its own
+    // interpreter line (a test.sh without one runs with bash).
+    let q = quote(&test_sh);
+    let command = format!(
+        "{exports}if head -c 2 {q} | grep -q '^#!' && [ -x {q} ]; then exec {q}; else exec bash {q}; fi"
+    );
+    let req = ExecRequest {
+        command,
+        timeout: t.timeout,
+        max_output_bytes: VERIFIER_OUTPUT_BYTES,
+        full_output: Some(t.run_dir.file("verifier.log")),
+        cancel: cancel.clone(),
+    };
+    // A root test.sh may switch users, as Harbor's does (`setpriv` to run
+    // the agent's code unprivileged). Whatever test.sh or the agent left
+    // running dies as test.sh exits, before the reward is read: nothing
+    // can write it afterwards.
+    let user = t.verifier_user.unwrap_or(ROOT);
+    let out = sandbox.execute_final(user, user == ROOT, req).await?;
+    if let Some(ended) = unfinished(&out, t.timeout)? {
+        return Ok(ended);
+    }
+    match read_reward(sandbox, &logs, t.run_dir).await? {
+        // runner made /logs/verifier before test.sh: gone now, it was
+        // removed by code test.sh ran (the agent's), not a task's omission.
+        Verdict::NoReward(why)
+            if !verifier_dir_left(sandbox, t.control_as_root, &ql, cancel).await? =>
+        {
+            Ok(Verdict::Failed(format!(
+                "/logs/verifier, made before test.sh ran, is gone ({why})"
+            )))
+        }
+        v => Ok(v),
+    }
+}
+
+/// Empties and makes /tests and /logs (/logs/verifier of the verifier's
+/// user); a verdict when the agent's files are in the way.
+async fn prepare_dirs(
+    t: &TestRun<'_>,
+    qt: &str,
+    ql: &str,
+    cancel: &CancellationToken,
+) -> Result<Option<Verdict>, GradeError> {
+    let sandbox = t.sandbox;
     let control = |command: String| control(sandbox, t.control_as_root, command, cancel);
     // Whoever runs test.sh must be able to write the reward file, and
     // nobody else: a verifier user of its own makes /logs/verifier itself
@@ -135,7 +190,7 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
     let rm = if t.upload_tests {
         format!("{qt} {ql}")
     } else {
-        ql.clone()
+        ql.to_string()
     };
     // `chmod -R u+rwx` first: a directory the agent made unreadable
     // (mode 000) would stop `rm` (commands hold no capabilities).
@@ -163,13 +218,28 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
     if prep.exit_code != Some(0) {
         let why = format!("cannot prepare /tests and /logs: {}", prep.output.trim());
         return if t.agent_files_here {
-            Ok(Verdict::Failed(format!(
+            Ok(Some(Verdict::Failed(format!(
                 "{why} (the agent's files are in the way)"
-            )))
+            ))))
         } else {
             Err(GradeError::Setup(why))
         };
     }
+    Ok(None)
+}
+
+/// Uploads the artifacts and tests/ (owned by root), makes test.sh
+/// executable and removes links into /tests or /logs, logged in
+/// verifier-links.log.
+async fn upload_and_sweep(
+    t: &TestRun<'_>,
+    tests: &str,
+    logs: &str,
+    qt: &str,
+    cancel: &CancellationToken,
+) -> Result<(), GradeError> {
+    let sandbox = t.sandbox;
+    let control = |command: String| control(sandbox, t.control_as_root, command, cancel);
     // Owned by root: the agent's processes, still running in shared
     // mode as another user, cannot change them.
     for (host, dest) in t.uploads {
@@ -179,7 +249,7 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
     }
     if t.upload_tests {
         sandbox
-            .upload_dir_as_root(&t.task.tests_dir(), &tests)
+            .upload_dir_as_root(&t.task.tests_dir(), tests)
             .await?;
     }
     // Executable, by root, as Harbor makes it (the verifier's user may not
@@ -187,7 +257,7 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
     control(format!("chmod +x {qt}/test.sh 2>/dev/null; true")).await?;
     // Links into /tests or /logs are removed wherever `find` can reach;
     // what it cannot read, test.sh cannot read either.
-    let swept = control(sweep_links_command(&sandbox.workdir(), &tests, &logs)).await?;
+    let swept = control(sweep_links_command(&sandbox.workdir(), tests, logs)).await?;
     let swept_text = swept.output.trim();
     if !swept_text.is_empty() {
         tracing::info!("{swept_text}");
@@ -200,62 +270,32 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
             tracing::warn!("cannot write {}: {e}", links_log.path().display());
         }
     }
-    let test_sh = format!("{tests}/test.sh");
-    let mut env = t.env.clone();
-    if !env.iter().any(|(k, _)| k == "TEST_DIR") {
-        env.push(("TEST_DIR".into(), tests.clone()));
-    }
-    let exports = exports(&env);
-    // Run as Harbor runs it: made executable, started through its own
-    // interpreter line (a test.sh without one runs with bash).
-    let q = quote(&test_sh);
-    let command = format!(
-        "{exports}if head -c 2 {q} | grep -q '^#!' && [ -x {q} ]; then exec {q}; else exec bash {q}; fi"
-    );
-    let req = ExecRequest {
-        command,
-        timeout: t.timeout,
-        max_output_bytes: VERIFIER_OUTPUT_BYTES,
-        full_output: Some(t.run_dir.file("verifier.log")),
-        cancel: cancel.clone(),
-    };
-    // A root test.sh may switch users, as Harbor's does (`setpriv` to run
-    // the agent's code unprivileged). Whatever test.sh or the agent left
-    // running dies as test.sh exits, before the reward is read: nothing
-    // can write it afterwards.
-    let user = t.verifier_user.unwrap_or(ROOT);
-    let out = sandbox.execute_final(user, user == ROOT, req).await?;
+    Ok(())
+}
+
+/// The verdict of a test.sh that did not finish by itself (timed out or
+/// killed by a signal); an interruption is an error.
+fn unfinished(out: &ExecOutput, timeout: Duration) -> Result<Option<Verdict>, GradeError> {
     if out.cancelled {
         return Err(GradeError::Interrupted);
     }
     if out.timed_out {
-        return Ok(Verdict::Failed(format!(
+        return Ok(Some(Verdict::Failed(format!(
             "the verifier did not finish within {}s (verifier.timeout_sec)",
-            t.timeout.as_secs()
-        )));
+            timeout.as_secs()
+        ))));
     }
     if out.exit_code.is_none_or(|c| c >= 128) {
-        return Ok(Verdict::Failed(format!(
+        return Ok(Some(Verdict::Failed(format!(
             "test.sh was killed (by a signal{})",
             if out.oom_killed {
                 ", out of memory"
             } else {
                 ""
             }
-        )));
+        ))));
     }
-    match read_reward(sandbox, &logs, t.run_dir).await? {
-        // runner made /logs/verifier before test.sh: gone now, it was
-        // removed by code test.sh ran (the agent's), not a task's omission.
-        Verdict::NoReward(why)
-            if !verifier_dir_left(sandbox, t.control_as_root, &ql, cancel).await? =>
-        {
-            Ok(Verdict::Failed(format!(
-                "/logs/verifier, made before test.sh ran, is gone ({why})"
-            )))
-        }
-        v => Ok(v),
-    }
+    Ok(None)
 }
 
 /// Whether /logs/verifier is still the directory runner made.

@@ -496,60 +496,12 @@ pub fn map(src: &Path, dest: &Path) -> Result<(), TaskError> {
         .find(|(n, _)| n == "client")
         .or_else(|| services.0.first())
     {
-        let context = context_of(main, &compose_path)?;
-        let dockerfile = env_dir.join("Dockerfile");
-        if context == "." {
-            handled.insert("Dockerfile".into());
-            if src.join("Dockerfile").exists() {
-                let text = read_regular(&src.join("Dockerfile"))?;
-                write_new(&dockerfile, &text)?;
-            }
-        } else {
-            handled.insert(first_component(&context));
-            if src.join(&context).is_dir() {
-                copy_tree(src, Path::new(&context), &env_dir, &|_| false)?;
-            }
-        }
-        if std::fs::symlink_metadata(&dockerfile).is_ok() {
-            let text = read_regular(&dockerfile)?;
-            let refers = |what: &str| {
-                ["COPY ", "COPY ./", "ADD ", "ADD ./"]
-                    .iter()
-                    .any(|p| text.contains(&format!("{p}{what}")))
-            };
-            if refers("tests") && src.join("tests").is_dir() && !env_dir.join("tests").exists() {
-                copy_entry(src, Path::new("tests"), &env_dir.join("tests"), &|_| false)?;
-            }
-            if refers("solution.sh")
-                && src.join("solution.sh").exists()
-                && !env_dir.join("solution.sh").exists()
-            {
-                copy_entry(
-                    src,
-                    Path::new("solution.sh"),
-                    &env_dir.join("solution.sh"),
-                    &|_| false,
-                )?;
-            }
-            write_new(&dockerfile, &extend_dockerfile(&text, main))?;
-        }
-        if !can_collapse(&top, &services) {
-            for (name, svc) in &services.0 {
-                if name == main_name {
-                    continue;
-                }
-                let ctx = context_of(svc, &compose_path)?;
-                if ctx != "." && src.join(&ctx).is_dir() {
-                    if !env_dir.join(&ctx).exists() {
-                        copy_tree(src, Path::new(&ctx), &env_dir.join(&ctx), &|_| false)?;
-                    }
-                    handled.insert(first_component(&ctx));
-                }
-            }
-            let text = harbor_compose(&top, &services, main_name, main)
-                .map_err(|e| invalid(&compose_path, e.to_string()))?;
-            write_new(&env_dir.join("docker-compose.yaml"), &text)?;
-        }
+        let compose = Compose {
+            path: &compose_path,
+            top: &top,
+            services: &services,
+        };
+        map_main_service(src, &env_dir, &compose, main_name, main, &mut handled)?;
     }
 
     // solution.sh -> solution/solve.sh
@@ -558,13 +510,109 @@ pub fn map(src: &Path, dest: &Path) -> Result<(), TaskError> {
         write_new(&solve, &read_regular(&src.join("solution.sh"))?)?;
         set_executable(&solve)?;
     }
-    // tests/ -> tests/, then run-tests.sh -> tests/test.sh writing the reward.
+    map_tests(src, &tests_dir)?;
+
+    // Every other file goes to environment/.
+    let skip = |rel: &Path| {
+        rel.components()
+            .next()
+            .is_some_and(|c| handled.contains(c.as_os_str().to_string_lossy().as_ref()))
+    };
+    copy_tree(src, Path::new(""), &env_dir, &skip)?;
+
+    let mut instruction = cfg.instruction.clone();
+    if !instruction.ends_with('\n') {
+        instruction.push('\n');
+    }
+    write_new(&dest.join("instruction.md"), &instruction)?;
+    write_new(&dest.join("task.toml"), &task_toml(&cfg))?;
+    Ok(())
+}
+
+/// The parsed docker-compose.yaml of a Terminal-Bench 1 task.
+struct Compose<'a> {
+    path: &'a Path,
+    top: &'a Ordered,
+    services: &'a Ordered,
+}
+
+/// The main service's build context and Dockerfile into `env_dir` (with
+/// the tests and solution.sh it copies), and the other services' contexts
+/// and a Harbor compose file when the compose file cannot collapse into
+/// the Dockerfile; what it took goes into `handled`.
+fn map_main_service(
+    src: &Path,
+    env_dir: &Path,
+    compose: &Compose<'_>,
+    main_name: &str,
+    main: &Value,
+    handled: &mut BTreeSet<String>,
+) -> Result<(), TaskError> {
+    let context = context_of(main, compose.path)?;
+    let dockerfile = env_dir.join("Dockerfile");
+    if context == "." {
+        handled.insert("Dockerfile".into());
+        if src.join("Dockerfile").exists() {
+            let text = read_regular(&src.join("Dockerfile"))?;
+            write_new(&dockerfile, &text)?;
+        }
+    } else {
+        handled.insert(first_component(&context));
+        if src.join(&context).is_dir() {
+            copy_tree(src, Path::new(&context), env_dir, &|_| false)?;
+        }
+    }
+    if std::fs::symlink_metadata(&dockerfile).is_ok() {
+        let text = read_regular(&dockerfile)?;
+        let refers = |what: &str| {
+            ["COPY ", "COPY ./", "ADD ", "ADD ./"]
+                .iter()
+                .any(|p| text.contains(&format!("{p}{what}")))
+        };
+        if refers("tests") && src.join("tests").is_dir() && !env_dir.join("tests").exists() {
+            copy_entry(src, Path::new("tests"), &env_dir.join("tests"), &|_| false)?;
+        }
+        if refers("solution.sh")
+            && src.join("solution.sh").exists()
+            && !env_dir.join("solution.sh").exists()
+        {
+            copy_entry(
+                src,
+                Path::new("solution.sh"),
+                &env_dir.join("solution.sh"),
+                &|_| false,
+            )?;
+        }
+        write_new(&dockerfile, &extend_dockerfile(&text, main))?;
+    }
+    if !can_collapse(compose.top, compose.services) {
+        for (name, svc) in &compose.services.0 {
+            if name == main_name {
+                continue;
+            }
+            let ctx = context_of(svc, compose.path)?;
+            if ctx != "." && src.join(&ctx).is_dir() {
+                if !env_dir.join(&ctx).exists() {
+                    copy_tree(src, Path::new(&ctx), &env_dir.join(&ctx), &|_| false)?;
+                }
+                handled.insert(first_component(&ctx));
+            }
+        }
+        let text = harbor_compose(compose.top, compose.services, main_name, main)
+            .map_err(|e| invalid(compose.path, e.to_string()))?;
+        write_new(&env_dir.join("docker-compose.yaml"), &text)?;
+    }
+    Ok(())
+}
+
+/// tests/ -> tests/, then run-tests.sh -> tests/test.sh writing the reward.
+fn map_tests(src: &Path, tests_dir: &Path) -> Result<(), TaskError> {
     let src_tests = src.join("tests");
     if std::fs::symlink_metadata(&src_tests).is_ok_and(|m| m.file_type().is_symlink()) {
         return Err(invalid(&src_tests, "is a link; refused"));
     }
     if src_tests.is_dir() {
-        copy_tree(src, Path::new("tests"), &tests_dir, &|_| false)?;
+        copy_tree(src, Path::new("tests"), tests_dir, &|_| false)?;
     }
     let run_tests = src.join("run-tests.sh");
     if !run_tests.exists() {
@@ -582,20 +630,6 @@ pub fn map(src: &Path, dest: &Path) -> Result<(), TaskError> {
     write_new(&test_path, &test_sh.replace("$TEST_DIR", "/tests"))?;
     set_executable(&test_path)?;
 
-    // Every other file goes to environment/.
-    let skip = |rel: &Path| {
-        rel.components()
-            .next()
-            .is_some_and(|c| handled.contains(c.as_os_str().to_string_lossy().as_ref()))
-    };
-    copy_tree(src, Path::new(""), &env_dir, &skip)?;
-
-    let mut instruction = cfg.instruction.clone();
-    if !instruction.ends_with('\n') {
-        instruction.push('\n');
-    }
-    write_new(&dest.join("instruction.md"), &instruction)?;
-    write_new(&dest.join("task.toml"), &task_toml(&cfg))?;
     Ok(())
 }
 

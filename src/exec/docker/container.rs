@@ -189,6 +189,35 @@ pub fn spec(
     channel: Option<&str>,
 ) -> ContainerCreateBody {
     let (uid, gid) = user;
+    let tmpfs = tmpfs(cfg, uid, gid);
+    let mounts = mounts(cfg, mount, supervisor, channel);
+    let host_config = host_config(cfg, kernel, tmpfs, mounts);
+    ContainerCreateBody {
+        image: Some(cfg.image.clone()),
+        entrypoint: Some(vec![SUPERVISOR_IN_SANDBOX.into()]),
+        cmd: Some(supervisor_cmd(cfg, uid, gid, channel)),
+        open_stdin: Some(true),
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        stdin_once: Some(true),
+        user: Some("0:0".into()),
+        working_dir: Some(cfg.workdir.clone()),
+        // Only HOME: the command environment (`cfg.env`, which may hold
+        // credentials) goes with each exec, where `docker inspect` of the
+        // container does not show it.
+        env: Some(vec![format!("HOME={SANDBOX_HOME}")]),
+        labels: Some(labels(cfg)),
+        network_disabled: Some(cfg.network.is_none() && cfg.join_network.is_none()),
+        networking_config: main_alias(cfg),
+        host_config: Some(host_config),
+        ..Default::default()
+    }
+}
+
+/// The tmpfs mounts: HOME (owned by `uid:gid`) and, on a read-only root,
+/// /tmp and /run.
+fn tmpfs(cfg: &DockerConfig, uid: u32, gid: u32) -> HashMap<String, String> {
     let mut tmpfs = HashMap::new();
     // Exec allowed like /workspace, so `pip install --user` scripts in
     // ~/.local/bin run.
@@ -209,6 +238,17 @@ pub fn spec(
             format!("rw,nosuid,nodev,noexec,size={DEFAULT_RUN_SIZE_BYTES},mode=755"),
         );
     }
+    tmpfs
+}
+
+/// The mounts: the workspace (bind, volume or none), the supervisor's
+/// binary and the direct channel's directory.
+fn mounts(
+    cfg: &DockerConfig,
+    mount: &WorkspaceMount<'_>,
+    supervisor: Option<&str>,
+    channel: Option<&str>,
+) -> Option<Vec<Mount>> {
     let mut mounts = match mount {
         WorkspaceMount::None => None,
         WorkspaceMount::Bind(src) => Some(vec![Mount {
@@ -262,6 +302,12 @@ pub fn spec(
             ..Default::default()
         });
     }
+    mounts
+}
+
+/// The ulimits: open files, file size, core size and, under gVisor, the
+/// number of tasks.
+fn ulimits(cfg: &DockerConfig, kernel: Kernel) -> Vec<ResourcesUlimits> {
     let ulimit = |name: &str, v: i64| ResourcesUlimits {
         name: Some(name.into()),
         soft: Some(v),
@@ -283,6 +329,17 @@ pub fn spec(
             cfg.pids_limit.saturating_add(GVISOR_NPROC_CONTROL_HEADROOM),
         ));
     }
+    ulimits
+}
+
+/// The host config: capabilities, read-only root, network, resource
+/// limits, no engine init, no log, auto-removal; then hardened.
+fn host_config(
+    cfg: &DockerConfig,
+    kernel: Kernel,
+    tmpfs: HashMap<String, String>,
+    mounts: Option<Vec<Mount>>,
+) -> HostConfig {
     let host_config = HostConfig {
         cap_add: Some(
             SUPERVISOR_CAPS
@@ -309,7 +366,7 @@ pub fn spec(
         memory_swap: Some(cfg.memory_bytes),
         nano_cpus: Some(crate::convert::i64_from_f64(cfg.cpus * 1e9)),
         pids_limit: Some(host_pids_limit(cfg, kernel)),
-        ulimits: Some(ulimits),
+        ulimits: Some(ulimits(cfg, kernel)),
         // The supervisor is PID 1 and reaps what is orphaned: an init of
         // the engine's would hold the supervisor's capabilities in a
         // process a root command may trace.
@@ -330,52 +387,39 @@ pub fn spec(
     };
     let mut host_config = host_config;
     super::hardening::harden(&mut host_config, &cfg.seccomp);
-    ContainerCreateBody {
-        image: Some(cfg.image.clone()),
-        entrypoint: Some(vec![SUPERVISOR_IN_SANDBOX.into()]),
-        cmd: Some({
-            let mut args = supervisor_args(cfg, uid, gid);
-            if channel.is_some() {
-                args.push("--out".into());
-                args.push(
-                    super::channel::Channel::in_sandbox()
-                        .to_string_lossy()
-                        .into_owned(),
-                );
-            }
-            args
-        }),
-        open_stdin: Some(true),
-        attach_stdin: Some(true),
-        attach_stdout: Some(true),
-        attach_stderr: Some(true),
-        stdin_once: Some(true),
-        user: Some("0:0".into()),
-        working_dir: Some(cfg.workdir.clone()),
-        // Only HOME: the command environment (`cfg.env`, which may hold
-        // credentials) goes with each exec, where `docker inspect` of the
-        // container does not show it.
-        env: Some(vec![format!("HOME={SANDBOX_HOME}")]),
-        labels: Some(labels(cfg)),
-        network_disabled: Some(cfg.network.is_none() && cfg.join_network.is_none()),
-        // On a task's service network the sandbox is `main`, as Compose
-        // names it, so sidecars can reach it too.
-        networking_config: cfg
-            .join_network
-            .as_ref()
-            .filter(|_| cfg.network.is_none())
-            .map(|net| NetworkingConfig {
-                endpoints_config: Some(HashMap::from([(
-                    net.clone(),
-                    EndpointSettings {
-                        aliases: Some(vec![MAIN_SERVICE_ALIAS.to_string()]),
-                        ..Default::default()
-                    },
-                )])),
-            }),
-        host_config: Some(host_config),
-        ..Default::default()
+    host_config
+}
+
+/// The supervisor's arguments, with `--out` when the direct channel is
+/// mounted.
+fn supervisor_cmd(cfg: &DockerConfig, uid: u32, gid: u32, channel: Option<&str>) -> Vec<String> {
+    let mut args = supervisor_args(cfg, uid, gid);
+    if channel.is_some() {
+        args.push("--out".into());
+        args.push(
+            super::channel::Channel::in_sandbox()
+                .to_string_lossy()
+                .into_owned(),
+        );
     }
+    args
+}
+
+/// On a task's service network the sandbox is `main`, as Compose
+/// names it, so sidecars can reach it too.
+fn main_alias(cfg: &DockerConfig) -> Option<NetworkingConfig> {
+    cfg.join_network
+        .as_ref()
+        .filter(|_| cfg.network.is_none())
+        .map(|net| NetworkingConfig {
+            endpoints_config: Some(HashMap::from([(
+                net.clone(),
+                EndpointSettings {
+                    aliases: Some(vec![MAIN_SERVICE_ALIAS.to_string()]),
+                    ..Default::default()
+                },
+            )])),
+        })
 }
 
 /// The environment of each command's exec: `env` in order (a HOME in it

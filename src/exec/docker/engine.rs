@@ -280,38 +280,9 @@ impl SandboxSecurity {
         let rt = engine.runtimes.get(&runtime).cloned().unwrap_or_default();
         let gvisor = rt.is_gvisor(&runtime);
         let security_opt = hc.security_opt.clone().unwrap_or_default();
-        let opt_value = |key: &str| {
-            security_opt.iter().find_map(|o| {
-                o.strip_prefix(key)
-                    .and_then(|rest| rest.strip_prefix('=').or_else(|| rest.strip_prefix(':')))
-                    .map(str::to_string)
-            })
-        };
         let privileged = hc.privileged == Some(true);
-
-        let inline = opt_value("seccomp").filter(|v| v != "unconfined");
-        let profile_sha = inline.as_deref().map(|v| sha256_hex(v.as_bytes()));
-        let profile = match (privileged, opt_value("seccomp"), engine.option("seccomp")) {
-            (true, _, _) => "unconfined (privileged)".to_string(),
-            (_, Some(v), _) if v == "unconfined" => "unconfined".to_string(),
-            (_, Some(_), _) => match requested.profile() {
-                Some(p) if profile_sha.as_deref() == Some(p.sha256()) => requested.label(),
-                _ => "custom (not the profile runner sent)".to_string(),
-            },
-            (_, None, Some(f)) => f
-                .get("profile")
-                .cloned()
-                .unwrap_or_else(|| "default".into()),
-            (_, None, None) => "none (the engine has no seccomp support)".to_string(),
-        };
-        let seccomp = if gvisor && !rt.applies_oci_seccomp() && !profile.starts_with("none") {
-            format!(
-                "not applied: runsc ignores the engine's seccomp profile ({profile}) unless \
-                 registered with --oci-seccomp; gVisor's kernel serves the sandbox's system calls"
-            )
-        } else {
-            profile
-        };
+        let (seccomp, profile_sha) =
+            seccomp_in_force(engine, &security_opt, privileged, requested, &runtime, &rt);
 
         let apparmor = c
             .app_armor_profile
@@ -377,6 +348,57 @@ impl SandboxSecurity {
             engine_version: engine.version.clone(),
         }
     }
+}
+
+/// A `HostConfig.SecurityOpt` value by key (`key=value` or `key:value`).
+fn security_opt_value(security_opt: &[String], key: &str) -> Option<String> {
+    security_opt.iter().find_map(|o| {
+        o.strip_prefix(key)
+            .and_then(|rest| rest.strip_prefix('=').or_else(|| rest.strip_prefix(':')))
+            .map(str::to_string)
+    })
+}
+
+/// The seccomp profile in force, as said in the report, and the digest of
+/// an inline profile: the one runner asked for is named only when it is the
+/// one the engine stored; gVisor without `--oci-seccomp` applies none.
+fn seccomp_in_force(
+    engine: &EngineInfo,
+    security_opt: &[String],
+    privileged: bool,
+    requested: &Seccomp,
+    runtime: &str,
+    rt: &RuntimeInfo,
+) -> (String, Option<String>) {
+    let gvisor = rt.is_gvisor(runtime);
+    let inline = security_opt_value(security_opt, "seccomp").filter(|v| v != "unconfined");
+    let profile_sha = inline.as_deref().map(|v| sha256_hex(v.as_bytes()));
+    let profile = match (
+        privileged,
+        security_opt_value(security_opt, "seccomp"),
+        engine.option("seccomp"),
+    ) {
+        (true, _, _) => "unconfined (privileged)".to_string(),
+        (_, Some(v), _) if v == "unconfined" => "unconfined".to_string(),
+        (_, Some(_), _) => match requested.profile() {
+            Some(p) if profile_sha.as_deref() == Some(p.sha256()) => requested.label(),
+            _ => "custom (not the profile runner sent)".to_string(),
+        },
+        (_, None, Some(f)) => f
+            .get("profile")
+            .cloned()
+            .unwrap_or_else(|| "default".into()),
+        (_, None, None) => "none (the engine has no seccomp support)".to_string(),
+    };
+    let seccomp = if gvisor && !rt.applies_oci_seccomp() && !profile.starts_with("none") {
+        format!(
+            "not applied: runsc ignores the engine's seccomp profile ({profile}) unless \
+             registered with --oci-seccomp; gVisor's kernel serves the sandbox's system calls"
+        )
+    } else {
+        profile
+    };
+    (seccomp, profile_sha)
 }
 
 /// Reads the security facts of the started container `id`.

@@ -1,8 +1,11 @@
 //! The docker executor: one hardened container per run, through bollard.
-//! Each command is an exec of `bash -c` (or `sh -c`) in /workspace under a
-//! small launcher; the container idles under Docker's init between
-//! commands, tied to this process so it ends when the runner does (see
-//! `lifeline`).
+//! Its main process (PID 1, no engine init) is runner's supervisor, which
+//! runs each command (`bash -c`, or `sh -c`) as the sandbox user,
+//! streams its output and kills what it leaves, without an exec
+//! (see `run`); a control exec is used only when the supervisor cannot
+//! finish a kill (`kill`). The container is tied to this process through
+//! its attach stream and ends when the runner does (see `lifeline`);
+//! starting it is `start`.
 
 mod backend;
 mod build;
@@ -28,6 +31,7 @@ mod run;
 mod seed;
 mod services;
 mod snapshot;
+mod start;
 mod workspace;
 
 use client::ENGINE;
@@ -59,17 +63,15 @@ pub use snapshot::{LABEL_SNAPSHOT, SNAPSHOT_REPO};
 pub use workspace::recover_disks;
 
 use super::{ExecError, ExecOutput, ExecRequest, Executor, ProcessInfo};
-use crate::exec::shell::{ShellMode, ShellSession};
-use crate::exec::supervisor::binary as supervisor_binary;
+use crate::exec::shell::ShellSession;
 use crate::exec::supervisor::run::FileFailure;
 use crate::exec::supervisor::{READY_LIMIT, run as sup_run};
 use crate::redact::Redactor;
 use client::{CALL_TIMEOUT, call, short};
 use config::numeric_user;
-use container::WorkspaceMount;
 use lifeline::Lifeline;
 use oom::OomCounter;
-use workspace::{Workspace, finish_disk, prepare_bind};
+use workspace::{Workspace, finish_disk};
 
 /// The executor's error for a file request the sandbox refused.
 fn file_error(what: &str, path: &str, max: u64, failure: FileFailure, message: &str) -> ExecError {
@@ -134,234 +136,6 @@ pub struct DockerExecutor {
 }
 
 impl DockerExecutor {
-    /// Validates `cfg`, sweeps abandoned containers, makes sure the image is
-    /// there, and creates and starts the run's container.
-    pub async fn start(cfg: DockerConfig) -> Result<DockerExecutor, ExecError> {
-        let host = client::docker_host();
-        cfg.validate(host.as_deref())?;
-        let docker = client::connect().await?;
-        // Before anything is made: the runtime must exist and be able to
-        // give the network asked for.
-        let engine = EngineInfo::read(&docker).await?;
-        let network = cfg
-            .join_network
-            .as_deref()
-            .or(cfg.network.as_deref())
-            .or(cfg.egress.as_ref().map(|_| "egress"));
-        let runtime = engine.check_runtime(cfg.runtime.as_deref(), network)?;
-        let kernel = engine.kernel_of(&runtime);
-        match gc::gc(&docker).await {
-            Ok(r) if !r.containers_removed.is_empty() => {
-                tracing::info!(
-                    removed = r.containers_removed.len(),
-                    "gc removed abandoned containers"
-                );
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!("gc failed: {e}"),
-        }
-        recover_disks(&docker).await;
-        image::ensure_image(&docker, &cfg.image).await?;
-        let mut loosenings = cfg.loosenings();
-        // An allowlist: the proxy and its network first; the sandbox then
-        // joins that network only, its commands pointed at the proxy.
-        // Dropped on any failure below, they are removed with it.
-        let (cfg, egress) = match &cfg.egress {
-            None => (cfg, None),
-            Some(spec) => {
-                let eg = egress::Egress::start(&docker, &cfg, spec, kernel).await?;
-                let mut env = egress::proxy_env();
-                env.extend(cfg.env.iter().cloned());
-                let cfg = DockerConfig {
-                    network: Some(eg.network().to_string()),
-                    env,
-                    ..cfg
-                };
-                (cfg, Some(eg))
-            }
-        };
-
-        let copy = cfg.workspace.is_some() && cfg.copy_mode(host.as_deref());
-        let mut user = cfg.user.clone();
-        let name = container::container_name(&cfg.run_id);
-        let workspace = match &cfg.workspace {
-            None => None,
-            Some(p) if copy => {
-                let host_dir = p.canonicalize()?;
-                // An exact copy (a verifier's) starts from an empty volume,
-                // which the engine makes root's: on request the upload
-                // gives the tree the image's owner of the directory back.
-                let owner = if cfg.keep_workdir_owner {
-                    seed::image_dir_owner(&docker, &cfg.image, &cfg.workdir, &cfg.run_id).await?
-                } else {
-                    None
-                };
-                Some(Workspace::Copy {
-                    host: host_dir,
-                    owner,
-                    root_writable: cfg.writable_rootfs,
-                })
-            }
-            Some(p) => {
-                let host_dir = p.canonicalize()?;
-                let ws = prepare_bind(&cfg, &host_dir, &mut user, &mut loosenings, engine.remap())
-                    .await?;
-                Some(ws)
-            }
-        };
-        let src = workspace.as_ref().and_then(Workspace::bind_source);
-        let mount = match (&workspace, &src) {
-            (None, _) => WorkspaceMount::None,
-            (Some(_), Some(src)) => WorkspaceMount::Bind(src),
-            (Some(_), None) => WorkspaceMount::Volume,
-        };
-        let ids = if user_is_root(&user) {
-            Some((0, 0))
-        } else {
-            numeric_user(&user)
-        };
-        let Some(ids) = ids else {
-            return Err(ExecError::Refused(format!(
-                "the sandbox user '{user}' is not numeric UID:GID (or root); \
-                 give --user as numbers, e.g. 1000:1000"
-            )));
-        };
-        // A local engine mounts the host's copy; a remote one gets it
-        // uploaded into the created container.
-        let (supervisor, upload) = if client::engine_is_local() {
-            let path = supervisor_binary::installed().map_err(|e| {
-                ExecError::Workspace(format!(
-                    "cannot install the sandbox supervisor on the host: {e}"
-                ))
-            })?;
-            (Some(path.to_string_lossy().into_owned()), None)
-        } else {
-            (None, Some(supervisor_binary::archive()?))
-        };
-        let upload = upload
-            .as_deref()
-            .map(|tar| (supervisor_binary::DIR_IN_SANDBOX, tar));
-        // The frames past the engine, when it is local and runs the host's
-        // kernel (gVisor's file proxy is not asked to carry a FIFO).
-        // Not with user namespaces (the supervisor's uid is another on the
-        // host) nor with a runtime other than runc (a VM runtime's kernel
-        // is not runner's).
-        let plain = matches!(runtime.as_str(), "runc" | "crun");
-        let chan = (client::engine_is_local()
-            && kernel == Kernel::Host
-            && plain
-            && !engine.remaps_users())
-        .then(channel::Channel::open)
-        .flatten();
-        let (chan, mut fifo) = match chan {
-            Some((c, rx)) => (Some(c), Some(rx)),
-            None => (None, None),
-        };
-        let chan_dir = chan
-            .as_ref()
-            .map(|c| c.host_dir().to_string_lossy().into_owned());
-        let mut body = container::spec(
-            &cfg,
-            ids,
-            &mount,
-            kernel,
-            supervisor.as_deref(),
-            chan_dir.as_deref(),
-        );
-        if let (Some(_), Some(hc)) = (&egress, body.host_config.as_mut()) {
-            // Names the engine's DNS does not know go nowhere: see
-            // `egress::SANDBOX_DNS`.
-            hc.dns = Some(vec![egress::SANDBOX_DNS.to_string()]);
-        }
-        let bound_root = cfg.writable_rootfs && cfg.disk_bytes.is_some();
-        if let (true, Some(size), Some(hc)) =
-            (bound_root, cfg.disk_bytes, body.host_config.as_mut())
-        {
-            // The engine bounds a writable root only on storage drivers
-            // with quotas (overlay2 on xfs with pquota, btrfs, zfs...).
-            hc.storage_opt = Some(std::collections::HashMap::from([(
-                "size".to_string(),
-                size.to_string(),
-            )]));
-        }
-        let mut created =
-            container::create_and_start(&docker, &name, body.clone(), upload, &mut fifo).await;
-        if bound_root && matches!(&created, Err(e) if e.to_string().contains("storage-opt")) {
-            if let Some(hc) = body.host_config.as_mut() {
-                hc.storage_opt = None;
-            }
-            loosenings.push(
-                "writes to the writable root filesystem are not bounded by --disk: \
-                 this engine's storage driver has no quotas"
-                    .to_string(),
-            );
-            created = container::create_and_start(&docker, &name, body, upload, &mut fifo).await;
-        }
-        let (id, lifeline) = match created {
-            Ok(c) => {
-                if let Some(w) = &workspace {
-                    w.started();
-                }
-                c
-            }
-            Err(e) => {
-                if let Some(Workspace::Disk { disk }) = &workspace
-                    && let Some(d) = disk.lock().ok().and_then(|mut d| d.take())
-                    && let Err(d) = finish_disk(d, false).await
-                {
-                    tracing::warn!(
-                        "removing the workspace disk of a sandbox that did not start: {d}"
-                    );
-                }
-                return Err(e);
-            }
-        };
-        let mut exec = DockerExecutor {
-            docker,
-            id,
-            user,
-            bash: None,
-            supervisor_pid: 1,
-            session: (cfg.shell == ShellMode::Persistent)
-                .then(|| ShellSession::new(cfg.workdir.clone())),
-            _channel: chan,
-            workdir: cfg.workdir.clone(),
-            memory_bytes: cfg.memory_bytes,
-            // The container's own limit, which the kill protocol raises
-            // briefly when a fork bomb has filled it.
-            pids_limit: container::host_pids_limit(&cfg, kernel),
-            nproc: container::command_nproc(&cfg, kernel),
-            keep_background: cfg.keep_background,
-            loosenings,
-            workspace,
-            disk_bytes: cfg.disk_bytes,
-            env: container::exec_env(&cfg.env),
-            redactor: cfg.redactor.clone(),
-            security: None,
-            oom: OomCounter::InContainer,
-            lifeline,
-            oom_seen: tokio::sync::Mutex::new(None),
-            unrecoverable: std::sync::Mutex::new(None),
-            finishing: tokio::sync::Mutex::new(()),
-            removed: AtomicBool::new(false),
-            labels: container::labels(&cfg),
-            egress,
-        };
-        // A sandbox with a network of its own joins the task's service
-        // network on top, before any command runs.
-        if let (Some(_), Some(net)) = (&cfg.network, &cfg.join_network)
-            && let Err(e) = services::connect_main(&exec.docker, &exec.id, net).await
-        {
-            let _ = exec.finish(false).await;
-            return Err(e);
-        }
-        if let Err(e) = exec.init(&engine, &cfg.seccomp).await {
-            let _ = exec.finish(false).await;
-            return Err(e);
-        }
-        Ok(exec)
-    }
-
     /// Waits for the supervisor's greeting, reads what confines the
     /// container and where to count OOM kills (inspects), and uploads the
     /// workspace in copy mode. No exec runs: the supervisor says whether

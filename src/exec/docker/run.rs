@@ -84,24 +84,11 @@ fn pairs(env: &[String]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Runs one command to completion, timeout or cancellation. `oom_seen` is
-/// the OOM-kill count already accounted for, updated after the command.
-pub async fn run(
-    t: &Target<'_>,
-    req: &ExecRequest,
-    oom_seen: &mut Option<u64>,
-) -> Result<ExecOutput, ExecError> {
-    let started = Instant::now();
-    let mut cap = Capture::new(req.max_output_bytes).with_redactor(t.redactor);
-    if let Some(file) = &req.full_output {
-        cap = cap.with_output_file(file)?;
-    }
-    // Read now when that is free (the host's cgroup file): what happened
-    // between commands is then not blamed on this one.
-    let oom_before = t.oom.peek().or(*oom_seen);
+/// The supervisor's job for `req`: the shell's argv (through the
+/// persistent session when there is one), cwd, environment and limits.
+fn job_of(t: &Target<'_>, req: &ExecRequest, session: Option<&ShellSession>) -> Job {
     let shell = t.bash.unwrap_or("sh");
     let mut env = pairs(t.env);
-    let session = t.session.filter(|_| t.as_user.is_none());
     let (argv, cwd, state_bytes) = match session {
         Some(session) => {
             let mut p = session.prepare(&req.command);
@@ -117,7 +104,7 @@ pub async fn run(
             None,
         ),
     };
-    let job = Job {
+    Job {
         argv,
         cwd,
         env,
@@ -131,7 +118,79 @@ pub async fn run(
         stdin: None,
         user: t.as_user,
         switch_user: t.switch_user && t.as_user.is_some(),
-    };
+    }
+}
+
+/// The executor's error when the supervisor could not run the command; a
+/// silent supervisor's processes are killed through the engine first.
+async fn supervisor_failed(t: &Target<'_>, killer: &str, e: RunError) -> ExecError {
+    match e {
+        RunError::Spawn(m) => ExecError::Spawn(m),
+        RunError::Stream(e) => stream_lost(t.docker, t.id, t.lifeline, e).await,
+        e @ RunError::NoAnswer(_) => {
+            // The supervisor is alive but silent: the engine kills, and
+            // the sandbox is not trusted with another command either way.
+            let killed = kill_command_processes(t.docker, t.id, killer, &[], t.pids_limit).await;
+            ExecError::Unrecoverable {
+                detail: format!(
+                    "{e} (container {}); {}",
+                    short(t.id),
+                    match killed {
+                        Ok(()) => "its processes were killed through the engine".to_string(),
+                        Err(k) => format!("killing them through the engine failed too: {k}"),
+                    }
+                ),
+            }
+        }
+    }
+}
+
+/// OOM kills during the command (`oom_seen` updated); a container that
+/// stopped meanwhile is a lost sandbox.
+async fn oom_kills(
+    t: &Target<'_>,
+    oom_before: Option<u64>,
+    oom_seen: &mut Option<u64>,
+) -> Result<u64, ExecError> {
+    match t.oom.after(t.docker, t.id, t.user).await {
+        Ok((true, now)) => {
+            let killed = match (now, oom_before) {
+                (Some(n), Some(b)) if n > b => n - b,
+                _ => 0,
+            };
+            if now.is_some() {
+                *oom_seen = now;
+            }
+            Ok(killed)
+        }
+        Ok((false, _)) => Err(stream_lost(
+            t.docker,
+            t.id,
+            t.lifeline,
+            StreamError::Closed("the container stopped while the command ran".into()),
+        )
+        .await),
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs one command to completion, timeout or cancellation. `oom_seen` is
+/// the OOM-kill count already accounted for, updated after the command.
+pub async fn run(
+    t: &Target<'_>,
+    req: &ExecRequest,
+    oom_seen: &mut Option<u64>,
+) -> Result<ExecOutput, ExecError> {
+    let started = Instant::now();
+    let mut cap = Capture::new(req.max_output_bytes).with_redactor(t.redactor);
+    if let Some(file) = &req.full_output {
+        cap = cap.with_output_file(file)?;
+    }
+    // Read now when that is free (the host's cgroup file): what happened
+    // between commands is then not blamed on this one.
+    let oom_before = t.oom.peek().or(*oom_seen);
+    let session = t.session.filter(|_| t.as_user.is_none());
+    let job = job_of(t, req, session);
     // The engine's fallback kill runs as root for a command of another
     // user: root's control exec kills every process but PID 1 (see `kill`).
     let killer = if t.as_user.is_some() { "0:0" } else { t.user };
@@ -145,25 +204,7 @@ pub async fn run(
     };
     let ended = match sup_run::run(&t.lifeline.supervisor, job, sink, &req.cancel).await {
         Ok(e) => e,
-        Err(RunError::Spawn(m)) => return Err(ExecError::Spawn(m)),
-        Err(RunError::Stream(e)) => {
-            return Err(stream_lost(t.docker, t.id, t.lifeline, e).await);
-        }
-        Err(e @ RunError::NoAnswer(_)) => {
-            // The supervisor is alive but silent: the engine kills, and
-            // the sandbox is not trusted with another command either way.
-            let killed = kill_command_processes(t.docker, t.id, killer, &[], t.pids_limit).await;
-            return Err(ExecError::Unrecoverable {
-                detail: format!(
-                    "{e} (container {}); {}",
-                    short(t.id),
-                    match killed {
-                        Ok(()) => "its processes were killed through the engine".to_string(),
-                        Err(k) => format!("killing them through the engine failed too: {k}"),
-                    }
-                ),
-            });
-        }
+        Err(e) => return Err(supervisor_failed(t, killer, e).await),
     };
     if let Some(e) = tee_err.take() {
         return Err(ExecError::Io(e));
@@ -196,28 +237,7 @@ pub async fn run(
     } else {
         ended.code
     };
-    let oom_killed = match t.oom.after(t.docker, t.id, t.user).await {
-        Ok((true, now)) => {
-            let killed = match (now, oom_before) {
-                (Some(n), Some(b)) if n > b => n - b,
-                _ => 0,
-            };
-            if now.is_some() {
-                *oom_seen = now;
-            }
-            killed
-        }
-        Ok((false, _)) => {
-            return Err(stream_lost(
-                t.docker,
-                t.id,
-                t.lifeline,
-                StreamError::Closed("the container stopped while the command ran".into()),
-            )
-            .await);
-        }
-        Err(e) => return Err(e),
-    };
+    let oom_killed = oom_kills(t, oom_before, oom_seen).await?;
     // Timeouts and cancellation are told to the model by the bash tool
     // (tools::bash::render_for_model), the same for every executor.
     if oom_killed > 0 {

@@ -48,41 +48,8 @@ pub fn parse(input: &Value) -> Result<Command, String> {
         "error: the str_replace_based_edit_tool takes a JSON object like \
          {\"command\": \"view\", \"path\": \"/workspace/file.py\"}.",
     )?;
-    let command = match obj.get("command") {
-        Some(Value::String(s)) => s.as_str(),
-        Some(other) => {
-            return Err(format!(
-                "error: `command` must be a string, got {}. Allowed: {COMMANDS}.",
-                crate::tools::bash::type_name(other)
-            ));
-        }
-        None => {
-            return Err(format!(
-                "error: missing required parameter `command` (one of: {COMMANDS})."
-            ));
-        }
-    };
-    if command == "undo_edit" {
-        return Err(
-            "error: `undo_edit` is not available in this version of the tool \
-             (text_editor_20250728). Undo a change with `str_replace`."
-                .into(),
-        );
-    }
-    if !["view", "create", "str_replace", "insert"].contains(&command) {
-        return Err(format!(
-            "Unrecognized command {command}. The allowed commands for the \
-             str_replace_based_edit_tool tool are: {COMMANDS}"
-        ));
-    }
-    let path = match string(obj, "path", command)? {
-        Some(p) if p.contains('\0') => {
-            return Err("error: `path` holds a NUL character.".into());
-        }
-        Some(p) if !p.trim().is_empty() => p,
-        Some(_) => return Err("error: `path` is empty.".into()),
-        None => return Err(required("path", command)),
-    };
+    let command = command_of(obj)?;
+    let path = path_of(obj, command)?;
     Ok(match command {
         "view" => Command::View {
             path,
@@ -147,6 +114,50 @@ pub fn parse(input: &Value) -> Result<Command, String> {
                 text,
             }
         }
+    })
+}
+
+/// The `command`: a string naming one of [`COMMANDS`].
+fn command_of(obj: &Map<String, Value>) -> Result<&str, String> {
+    let command = match obj.get("command") {
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => {
+            return Err(format!(
+                "error: `command` must be a string, got {}. Allowed: {COMMANDS}.",
+                crate::tools::bash::type_name(other)
+            ));
+        }
+        None => {
+            return Err(format!(
+                "error: missing required parameter `command` (one of: {COMMANDS})."
+            ));
+        }
+    };
+    if command == "undo_edit" {
+        return Err(
+            "error: `undo_edit` is not available in this version of the tool \
+             (text_editor_20250728). Undo a change with `str_replace`."
+                .into(),
+        );
+    }
+    if !["view", "create", "str_replace", "insert"].contains(&command) {
+        return Err(format!(
+            "Unrecognized command {command}. The allowed commands for the \
+             str_replace_based_edit_tool tool are: {COMMANDS}"
+        ));
+    }
+    Ok(command)
+}
+
+/// The `path`: given, not empty, without NUL.
+fn path_of(obj: &Map<String, Value>, command: &str) -> Result<String, String> {
+    Ok(match string(obj, "path", command)? {
+        Some(p) if p.contains('\0') => {
+            return Err("error: `path` holds a NUL character.".into());
+        }
+        Some(p) if !p.trim().is_empty() => p,
+        Some(_) => return Err("error: `path` is empty.".into()),
+        None => return Err(required("path", command)),
     })
 }
 
