@@ -94,6 +94,29 @@ pub enum ConfigError {
     Seccomp(#[from] crate::exec::seccomp::SeccompError),
 }
 
+/// The sandbox settings of `sb`, sizes parsed, under the network chosen.
+fn sandbox_settings(
+    sb: &SandboxOptions,
+    network: Network,
+    allowed_hosts: Vec<String>,
+) -> Result<SandboxSettings, ConfigError> {
+    Ok(SandboxSettings {
+        image: sb.image.clone(),
+        network,
+        allowed_hosts,
+        egress_network: sb.egress_network.clone(),
+        cpus: sb.cpus,
+        memory_bytes: parse_memory(&sb.memory)?,
+        pids_limit: sb.pids_limit,
+        user: sb.user.clone(),
+        writable_rootfs: sb.writable_rootfs,
+        workspace_mode: sb.workspace_mode,
+        disk_bytes: parse_disk(&sb.disk)?,
+        runtime: sb.runtime.clone().filter(|r| !r.is_empty()),
+        seccomp: crate::exec::seccomp::Seccomp::parse(&sb.seccomp)?,
+    })
+}
+
 /// The network of `sb` and its validated allowlist: any `--allow-host`
 /// makes the sandbox's network an allowlist.
 fn egress_choice(sb: &SandboxOptions) -> Result<(Network, Vec<String>), ConfigError> {
@@ -440,41 +463,7 @@ impl ConfigBuilder {
         if a.provider == Provider::Scripted && a.script.is_none() {
             return Err(ConfigError::MissingScript);
         }
-        positive("timeout", a.timeout_secs as f64)?;
-        positive("max-command-timeout", a.max_command_timeout_secs as f64)?;
-        if a.max_command_timeout_secs < a.timeout_secs {
-            return Err(ConfigError::MaxBelowTimeout {
-                timeout: a.timeout_secs,
-                max: a.max_command_timeout_secs,
-            });
-        }
-        positive("model-timeout", a.model_timeout_secs as f64)?;
-        positive("max-steps", a.max_steps as f64)?;
-        positive("max-tokens", a.max_tokens as f64)?;
-        positive("context-window", a.context_window_tokens as f64)?;
-        if let Some(t) = self.max_time_secs {
-            positive("max-time", t as f64)?;
-            if t > MAX_RUN_TIME_SECS {
-                return Err(ConfigError::OutOfRange {
-                    flag: "max-time",
-                    what: "at most a week (604800 seconds)",
-                    value: t.to_string(),
-                });
-            }
-        }
-        let sb = &self.sandbox;
-        positive("cpus", sb.cpus)?;
-        positive("pids-limit", sb.pids_limit as f64)?;
-        if a.output_limit_bytes < 100 {
-            return Err(ConfigError::OutOfRange {
-                flag: "output-limit",
-                what: "at least 100 bytes",
-                value: a.output_limit_bytes.to_string(),
-            });
-        }
-        if let Some(c) = a.max_cost_usd {
-            positive("max-cost", c)?;
-        }
+        self.check_numbers()?;
         let system_prompt =
             match (&a.system, &a.system_file) {
                 (Some(s), _) => Some(s.clone()),
@@ -486,6 +475,7 @@ impl ConfigBuilder {
                 })?),
                 (None, None) => None,
             };
+        let sb = &self.sandbox;
         let (network, allowed_hosts) = egress_choice(sb)?;
         let tools = parse_tools(&a.tools)?;
         let tool_choice = a
@@ -503,21 +493,7 @@ impl ConfigBuilder {
             api_key: info.key_var.and_then(env_nonempty),
             script: a.script.clone(),
             executor: sb.backend,
-            sandbox: SandboxSettings {
-                image: sb.image.clone(),
-                network,
-                allowed_hosts,
-                egress_network: sb.egress_network.clone(),
-                cpus: sb.cpus,
-                memory_bytes: parse_memory(&sb.memory)?,
-                pids_limit: sb.pids_limit,
-                user: sb.user.clone(),
-                writable_rootfs: sb.writable_rootfs,
-                workspace_mode: sb.workspace_mode,
-                disk_bytes: parse_disk(&sb.disk)?,
-                runtime: sb.runtime.clone().filter(|r| !r.is_empty()),
-                seccomp: crate::exec::seccomp::Seccomp::parse(&sb.seccomp)?,
-            },
+            sandbox: sandbox_settings(sb, network, allowed_hosts)?,
             timeout: Duration::from_secs(a.timeout_secs),
             max_command_timeout: Duration::from_secs(a.max_command_timeout_secs),
             model_timeout: Duration::from_secs(a.model_timeout_secs),
@@ -550,6 +526,46 @@ impl ConfigBuilder {
             shell: a.shell,
             approve: self.approve,
         })
+    }
+    /// The numbers that must be positive or in range.
+    fn check_numbers(&self) -> Result<(), ConfigError> {
+        let a = &self.agent;
+        let sb = &self.sandbox;
+        positive("timeout", a.timeout_secs as f64)?;
+        positive("max-command-timeout", a.max_command_timeout_secs as f64)?;
+        if a.max_command_timeout_secs < a.timeout_secs {
+            return Err(ConfigError::MaxBelowTimeout {
+                timeout: a.timeout_secs,
+                max: a.max_command_timeout_secs,
+            });
+        }
+        positive("model-timeout", a.model_timeout_secs as f64)?;
+        positive("max-steps", a.max_steps as f64)?;
+        positive("max-tokens", a.max_tokens as f64)?;
+        positive("context-window", a.context_window_tokens as f64)?;
+        if let Some(t) = self.max_time_secs {
+            positive("max-time", t as f64)?;
+            if t > MAX_RUN_TIME_SECS {
+                return Err(ConfigError::OutOfRange {
+                    flag: "max-time",
+                    what: "at most a week (604800 seconds)",
+                    value: t.to_string(),
+                });
+            }
+        }
+        positive("cpus", sb.cpus)?;
+        positive("pids-limit", sb.pids_limit as f64)?;
+        if a.output_limit_bytes < 100 {
+            return Err(ConfigError::OutOfRange {
+                flag: "output-limit",
+                what: "at least 100 bytes",
+                value: a.output_limit_bytes.to_string(),
+            });
+        }
+        if let Some(c) = a.max_cost_usd {
+            positive("max-cost", c)?;
+        }
+        Ok(())
     }
 }
 

@@ -170,6 +170,62 @@ enum Approved {
     Stopped,
 }
 
+/// What the loop remembers from one reply to the next.
+#[derive(Debug, Default)]
+struct LoopState {
+    /// Replies in a row cut off by `max_tokens`.
+    cutoffs: u32,
+    /// Empty replies in a row.
+    empty_replies: u32,
+    /// Old outputs were trimmed after an overflow and nothing has been
+    /// answered since.
+    trimmed_after_overflow: bool,
+    /// The no-usage notice was given.
+    usage_noticed: bool,
+}
+
+impl LoopState {
+    /// Makes the reply's calls one id each and says what was changed, and
+    /// (once) that the server reports no usage.
+    fn tidy(&mut self, reply: &mut ModelReply, sink: Sink<'_>) {
+        let mut notes = call_ids::join_split_calls(&mut reply.message);
+        notes.extend(call_ids::make_unique(&mut reply.message));
+        for note in notes {
+            sink(&Event::Notice { message: note });
+        }
+        if !self.usage_noticed && reply.usage == Usage::default() && !is_empty_reply(reply) {
+            self.usage_noticed = true;
+            sink(&Event::Notice {
+                message:
+                    "the server reported no token usage: tokens and cost of its replies count as 0"
+                        .into(),
+            });
+        }
+    }
+
+    /// An empty reply: asked again once, then the run ends. `None`: ask.
+    fn empty_reply(&mut self, sink: Sink<'_>) -> Option<RunEnd> {
+        self.empty_replies += 1;
+        if self.empty_replies > EMPTY_REPLY_RETRIES {
+            return Some(RunEnd {
+                outcome: Outcome::EmptyReply,
+                error: Some(format!(
+                    "the model sent an empty reply {} in a row (no text, no tool call, 0 output tokens)",
+                    crate::plural::count(self.empty_replies, "time", "times"),
+                )),
+                final_text: None,
+                hint: Some(
+                    "the model API (or a proxy in front of it) returned nothing; check its logs, or try again later".into(),
+                ),
+            });
+        }
+        sink(&Event::Notice {
+            message: "the model sent an empty reply (no text, no tool call, 0 output tokens); asking again".into(),
+        });
+        None
+    }
+}
+
 /// What the loop does after a reply.
 enum Next {
     Continue,
@@ -188,37 +244,15 @@ impl Agent<'_> {
     ) -> RunEnd {
         let specs = self.tools.specs();
         let tools_bytes = serde_json::to_string(&specs).map(|s| s.len()).unwrap_or(0);
-        let mut cutoffs = 0u32;
-        let mut empty_replies = 0u32;
-        let mut trimmed_after_overflow = false;
-        let mut usage_noticed = false;
+        let mut state = LoopState::default();
         if self.settings.context_window_auto && convo.context_window.is_none() {
             self.ask_context_window(convo, sink).await;
         }
         loop {
-            if cancel.is_cancelled() {
-                return RunEnd::new(Outcome::Interrupted);
-            }
-            if let Some(outcome) = self.settings.limits.check(convo) {
-                sink(&Event::Notice {
-                    message: self.settings.limits.describe(outcome),
-                });
-                return RunEnd::new(outcome);
-            }
-            let window = convo
-                .context_window
-                .unwrap_or(self.settings.context_window_tokens);
-            let elided = context::fit(
-                &self.settings.system,
-                &mut convo.messages,
-                tools_bytes,
-                window,
-            );
-            if elided > 0 {
-                sink(&Event::Notice {
-                    message: format!("elided {elided} old tool outputs to fit the context window"),
-                });
-            }
+            let window = match self.before_call(convo, tools_bytes, sink, cancel) {
+                Ok(window) => window,
+                Err(end) => return end,
+            };
             convo.steps += 1;
             let step = convo.steps;
             let mut reply = match self.call_model(step, convo, &specs, sink, cancel).await {
@@ -227,95 +261,137 @@ impl Agent<'_> {
                 Err(e @ ModelError::PromptTooLong { .. }) => {
                     // A refused prompt is no step: the limit counts answers.
                     convo.steps -= 1;
-                    if let Some(limit) = e.context_limit().filter(|l| *l < window) {
-                        convo.context_window = Some(limit);
-                        sink(&Event::Notice {
-                            message: format!(
-                                "the server's context window is {limit} tokens (from its error); fitting the conversation to it"
-                            ),
-                        });
-                        continue;
+                    match self.after_overflow(&mut state, convo, &e, window, sink) {
+                        Some(end) => return end,
+                        None => continue,
                     }
-                    if trimmed_after_overflow {
-                        return RunEnd::error(format!(
-                            "the prompt is still too long after trimming old tool outputs: {e}"
-                        ));
-                    }
-                    trimmed_after_overflow = true;
-                    if self.trim_after_overflow(convo, sink) == 0 {
-                        return RunEnd {
-                            hint: Some(CONTEXT_HINT.into()),
-                            ..RunEnd::error(format!("{e}; no old tool output is left to elide"))
-                        };
-                    }
-                    continue;
                 }
                 Err(e) => return RunEnd::model_error(&e),
             };
-            let mut notes = call_ids::join_split_calls(&mut reply.message);
-            notes.extend(call_ids::make_unique(&mut reply.message));
-            for note in notes {
-                sink(&Event::Notice { message: note });
-            }
-            if !usage_noticed && reply.usage == Usage::default() && !is_empty_reply(&reply) {
-                usage_noticed = true;
-                sink(&Event::Notice {
-                    message: "the server reported no token usage: tokens and cost of its replies count as 0".into(),
-                });
-            }
+            state.tidy(&mut reply, sink);
             self.account(step, convo, &reply, sink);
             if is_empty_reply(&reply) {
-                empty_replies += 1;
-                if empty_replies > EMPTY_REPLY_RETRIES {
-                    return RunEnd {
-                        outcome: Outcome::EmptyReply,
-                        error: Some(format!(
-                            "the model sent an empty reply {} in a row (no text, no tool call, 0 output tokens)",
-                            crate::plural::count(empty_replies, "time", "times"),
-                        )),
-                        final_text: None,
-                        hint: Some(
-                            "the model API (or a proxy in front of it) returned nothing; check its logs, or try again later".into(),
-                        ),
-                    };
+                match state.empty_reply(sink) {
+                    Some(end) => return end,
+                    None => continue,
                 }
-                sink(&Event::Notice {
-                    message: "the model sent an empty reply (no text, no tool call, 0 output tokens); asking again".into(),
-                });
-                continue;
             }
-            empty_replies = 0;
+            state.empty_replies = 0;
             if reply.stop_reason == StopReason::ModelContextWindowExceeded
                 && reply.message.tool_calls().next().is_none()
             {
-                if trimmed_after_overflow {
-                    return RunEnd::error(
-                        "the model's context window is still exceeded after trimming old tool outputs"
-                            .into(),
-                    );
+                match self.after_window_exceeded(&mut state, convo, sink) {
+                    Some(end) => return end,
+                    None => continue,
                 }
-                trimmed_after_overflow = true;
-                if self.trim_after_overflow(convo, sink) == 0 {
-                    return RunEnd {
-                        hint: Some(CONTEXT_HINT.into()),
-                        ..RunEnd::error(
-                            "the model's context window was exceeded and no old tool output is left to elide"
-                                .into(),
-                        )
-                    };
-                }
-                continue;
             }
             // A later overflow, many steps on, gets its own trim.
-            trimmed_after_overflow = false;
+            state.trimmed_after_overflow = false;
             match self
-                .handle_reply(step, convo, reply, &mut cutoffs, sink, cancel)
+                .handle_reply(step, convo, reply, &mut state.cutoffs, sink, cancel)
                 .await
             {
                 Next::Continue => {}
                 Next::End(end) => return end,
             }
         }
+    }
+
+    /// Before each model call: stops on cancellation or a limit, and fits
+    /// the conversation to the window (returned).
+    fn before_call(
+        &self,
+        convo: &mut Conversation,
+        tools_bytes: usize,
+        sink: Sink<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<u64, RunEnd> {
+        if cancel.is_cancelled() {
+            return Err(RunEnd::new(Outcome::Interrupted));
+        }
+        if let Some(outcome) = self.settings.limits.check(convo) {
+            sink(&Event::Notice {
+                message: self.settings.limits.describe(outcome),
+            });
+            return Err(RunEnd::new(outcome));
+        }
+        let window = convo
+            .context_window
+            .unwrap_or(self.settings.context_window_tokens);
+        let elided = context::fit(
+            &self.settings.system,
+            &mut convo.messages,
+            tools_bytes,
+            window,
+        );
+        if elided > 0 {
+            sink(&Event::Notice {
+                message: format!("elided {elided} old tool outputs to fit the context window"),
+            });
+        }
+        Ok(window)
+    }
+
+    /// A "prompt is too long" error: a stated window smaller than `window`
+    /// becomes the run's; otherwise old outputs are trimmed once. `None`:
+    /// ask again.
+    fn after_overflow(
+        &self,
+        state: &mut LoopState,
+        convo: &mut Conversation,
+        e: &ModelError,
+        window: u64,
+        sink: Sink<'_>,
+    ) -> Option<RunEnd> {
+        if let Some(limit) = e.context_limit().filter(|l| *l < window) {
+            convo.context_window = Some(limit);
+            sink(&Event::Notice {
+                message: format!(
+                    "the server's context window is {limit} tokens (from its error); fitting the conversation to it"
+                ),
+            });
+            return None;
+        }
+        if state.trimmed_after_overflow {
+            return Some(RunEnd::error(format!(
+                "the prompt is still too long after trimming old tool outputs: {e}"
+            )));
+        }
+        state.trimmed_after_overflow = true;
+        if self.trim_after_overflow(convo, sink) == 0 {
+            return Some(RunEnd {
+                hint: Some(CONTEXT_HINT.into()),
+                ..RunEnd::error(format!("{e}; no old tool output is left to elide"))
+            });
+        }
+        None
+    }
+
+    /// A reply that stopped on `model_context_window_exceeded` without a
+    /// call: trimmed once, then the run ends. `None`: ask again.
+    fn after_window_exceeded(
+        &self,
+        state: &mut LoopState,
+        convo: &mut Conversation,
+        sink: Sink<'_>,
+    ) -> Option<RunEnd> {
+        if state.trimmed_after_overflow {
+            return Some(RunEnd::error(
+                "the model's context window is still exceeded after trimming old tool outputs"
+                    .into(),
+            ));
+        }
+        state.trimmed_after_overflow = true;
+        if self.trim_after_overflow(convo, sink) == 0 {
+            return Some(RunEnd {
+                hint: Some(CONTEXT_HINT.into()),
+                ..RunEnd::error(
+                    "the model's context window was exceeded and no old tool output is left to elide"
+                        .into(),
+                )
+            });
+        }
+        None
     }
 
     async fn call_model(
