@@ -113,37 +113,10 @@ impl Human {
                 }
             }
             Event::ToolCall { name, input, .. } => {
-                let shown = match input.get("command").and_then(|c| c.as_str()) {
-                    Some(cmd) if name == "bash" => format!("$ {cmd}"),
-                    Some(cmd) if name == crate::tools::edit::EDIT_TOOL_NAME => {
-                        let path = input.get("path").and_then(|p| p.as_str()).unwrap_or("");
-                        format!("edit: {cmd} {path}")
-                    }
-                    _ => format!("{name} {input}"),
-                };
-                self.styled_line(Some("1;36"), &shown);
+                self.styled_line(Some("1;36"), &tool_call_line(name, input));
             }
             Event::ToolResult { output, .. } => {
-                let lines: Vec<&str> = output.lines().collect();
-                let mut shown = String::new();
-                if lines.len() > HUMAN_OUTPUT_LINES {
-                    let keep = HUMAN_OUTPUT_LINES / 2;
-                    for l in &lines[..keep] {
-                        shown.push_str(&format!("  {l}\n"));
-                    }
-                    shown.push_str(&format!(
-                        "  ... ({} more lines) ...\n",
-                        lines.len() - 2 * keep
-                    ));
-                    for l in &lines[lines.len() - keep..] {
-                        shown.push_str(&format!("  {l}\n"));
-                    }
-                } else {
-                    for l in &lines {
-                        shown.push_str(&format!("  {l}\n"));
-                    }
-                }
-                self.styled_line(Some("2"), shown.trim_end());
+                self.styled_line(Some("2"), tool_output_lines(output).trim_end());
             }
             Event::ModelRetry {
                 attempt,
@@ -212,12 +185,8 @@ impl Human {
                     usage.total_input(),
                     usage.output_tokens
                 );
-                let code = if *outcome == Outcome::Completed {
-                    "32"
-                } else {
-                    "31"
-                };
-                self.styled_line(Some(code), &summary);
+                let ok = *outcome == Outcome::Completed;
+                self.styled_line(Some(if ok { "32" } else { "31" }), &summary);
             }
             Event::RunStarted { .. }
             | Event::UserMessage { .. }
@@ -265,4 +234,32 @@ pub fn json_line(event: &Event, redactor: &Redactor) {
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
     }
+}
+
+/// A tool call as the user sees it: `$ cmd` for bash.
+fn tool_call_line(name: &str, input: &serde_json::Value) -> String {
+    match input.get("command").and_then(|c| c.as_str()) {
+        Some(cmd) if name == "bash" => format!("$ {cmd}"),
+        Some(cmd) if name == crate::tools::edit::EDIT_TOOL_NAME => {
+            let path = input.get("path").and_then(|p| p.as_str()).unwrap_or("");
+            format!("edit: {cmd} {path}")
+        }
+        _ => format!("{name} {input}"),
+    }
+}
+
+/// A tool's output indented, its middle cut past HUMAN_OUTPUT_LINES.
+fn tool_output_lines(output: &str) -> String {
+    let lines: Vec<&str> = output.lines().collect();
+    let mut shown = String::new();
+    let mut push = |l: &str| shown.push_str(&format!("  {l}\n"));
+    if lines.len() > HUMAN_OUTPUT_LINES {
+        let keep = HUMAN_OUTPUT_LINES / 2;
+        lines[..keep].iter().for_each(|l| push(l));
+        push(&format!("... ({} more lines) ...", lines.len() - 2 * keep));
+        lines[lines.len() - keep..].iter().for_each(|l| push(l));
+    } else {
+        lines.iter().for_each(|l| push(l));
+    }
+    shown
 }
