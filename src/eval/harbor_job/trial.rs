@@ -175,31 +175,7 @@ pub fn result(ctx: &Ctx<'_>, a: &Attempt, task: &TaskInfo) -> Option<TrialResult
         && exception_info
             .as_ref()
             .is_none_or(|e| e.policy.has_valid_reward);
-    let u = &a.usage;
-    let agent_result = ran.then(|| {
-        let model = meta.agent == AgentKind::Model;
-        AgentContext {
-            n_input_tokens: model.then(|| {
-                u.input_tokens
-                    .saturating_add(u.cache_creation_input_tokens)
-                    .saturating_add(u.cache_read_input_tokens)
-            }),
-            n_cache_tokens: model.then_some(u.cache_read_input_tokens),
-            n_output_tokens: model.then_some(u.output_tokens),
-            cost_usd: model.then_some(a.cost_usd),
-            model_usage: None,
-            rollout_details: None,
-            metadata: Some(serde_json::json!({
-                "runner": {
-                    "status": a.status.as_str(),
-                    "agent_outcome": a.agent_outcome,
-                    "steps": a.steps,
-                    "failure": a.failure,
-                    "run_dir": a.run_dir,
-                }
-            })),
-        }
-    });
+    let agent_result = ran.then(|| agent_context(meta.agent, a));
     Some(TrialResult {
         schema_version: SCHEMA_VERSION,
         id: derived_uuid(&["trial", &meta.suite_id, &name]),
@@ -249,6 +225,34 @@ pub fn result(ctx: &Ctx<'_>, a: &Attempt, task: &TaskInfo) -> Option<TrialResult
         step_results: None,
         reward_valid,
     })
+}
+
+/// What the agent of attempt `a` used and did, as Harbor's AgentContext
+/// (tokens and cost only for the model agent).
+fn agent_context(agent: AgentKind, a: &Attempt) -> AgentContext {
+    let u = &a.usage;
+    let model = agent == AgentKind::Model;
+    AgentContext {
+        n_input_tokens: model.then(|| {
+            u.input_tokens
+                .saturating_add(u.cache_creation_input_tokens)
+                .saturating_add(u.cache_read_input_tokens)
+        }),
+        n_cache_tokens: model.then_some(u.cache_read_input_tokens),
+        n_output_tokens: model.then_some(u.output_tokens),
+        cost_usd: model.then_some(a.cost_usd),
+        model_usage: None,
+        rollout_details: None,
+        metadata: Some(serde_json::json!({
+            "runner": {
+                "status": a.status.as_str(),
+                "agent_outcome": a.agent_outcome,
+                "steps": a.steps,
+                "failure": a.failure,
+                "run_dir": a.run_dir,
+            }
+        })),
+    }
 }
 
 /// The trial's files from the attempt's run directory: `verifier/`
