@@ -1,0 +1,106 @@
+//! The header a run records in `run_started` (and each `continuation`):
+//! the effective configuration with its secrets left out, and what the
+//! run observed about itself (its workspace, the sandbox's loosenings and
+//! what the engine enforced). One serde type, written by [`super::Run`]
+//! and read back by `runner continue`; it reads the headers of earlier
+//! runners too (a missing field is `None`).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::config::Config;
+
+/// A run's header as recorded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunHeader {
+    /// The configuration's settings ([`Config::public_json`]), each one
+    /// compared or taken back by `runner continue` under its own rule.
+    #[serde(flatten)]
+    pub settings: Map<String, Value>,
+    /// The directory the commands ran in.
+    #[serde(default)]
+    pub workspace: Option<PathBuf>,
+    /// Whether runner made that directory (and removes it on success).
+    #[serde(default)]
+    pub scratch_workspace: Option<bool>,
+    /// Every loosening an isolated sandbox had to make (none recorded on
+    /// the host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loosenings: Option<Vec<String>>,
+    /// What the engine enforced on the started sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_security: Option<Value>,
+}
+
+/// A recorded header that is not one.
+#[derive(Debug, thiserror::Error)]
+#[error("the recorded configuration is not a run header: {0}")]
+pub struct HeaderError(#[from] serde_json::Error);
+
+impl RunHeader {
+    /// The header of `config`, before anything was observed.
+    pub fn of(config: &Config) -> RunHeader {
+        let settings = match config.public_json() {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        RunHeader {
+            settings,
+            ..RunHeader::default()
+        }
+    }
+
+    /// Reads a recorded header (`run_started.config` or
+    /// `continuation.config`), of this runner or an earlier one.
+    pub fn read(recorded: &Value) -> Result<RunHeader, HeaderError> {
+        Ok(RunHeader::deserialize(recorded)?)
+    }
+
+    /// The header as the JSON the trajectory holds.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_header_round_trips_and_keeps_its_settings() {
+        let mut h = RunHeader::of(&crate::config::ConfigBuilder::default().build().expect("ok"));
+        h.workspace = Some(PathBuf::from("/w"));
+        h.scratch_workspace = Some(true);
+        h.loosenings = Some(vec!["x".into()]);
+        let v = h.to_value();
+        assert_eq!(v["workspace"], "/w");
+        assert_eq!(v["executor"], "docker");
+        assert_eq!(RunHeader::read(&v).expect("reads"), h);
+    }
+
+    #[test]
+    fn the_header_of_an_older_runner_reads_back() {
+        // Before the workspace was recorded, and with a null scratch flag.
+        let old = json!({"provider": "scripted", "executor": "local", "scratch_workspace": null});
+        let h = RunHeader::read(&old).expect("reads");
+        assert_eq!((h.workspace, h.scratch_workspace), (None, None));
+        assert_eq!(h.settings["executor"], "local");
+        assert!(h.loosenings.is_none() && h.sandbox_security.is_none());
+        // The written shape of an older runner: flat, the observed keys beside the settings.
+        let v = json!({"provider": "scripted", "workspace": "/w", "scratch_workspace": false,
+            "loosenings": [], "sandbox_security": {"runtime": "runc"}});
+        let h = RunHeader::read(&v).expect("reads");
+        assert_eq!(h.workspace, Some(PathBuf::from("/w")));
+        assert_eq!(h.scratch_workspace, Some(false));
+        assert_eq!(h.to_value(), v);
+    }
+
+    #[test]
+    fn a_header_of_the_wrong_shape_is_refused() {
+        assert!(RunHeader::read(&json!({"workspace": 3})).is_err());
+        assert!(RunHeader::read(&json!("run")).is_err());
+    }
+}
