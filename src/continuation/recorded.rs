@@ -265,4 +265,37 @@ mod tests {
             Err(RecordError::NotRunDir { .. })
         ));
     }
+
+    #[test]
+    fn the_header_of_the_previous_runner_reads_back_typed() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let d = tmp.path();
+        // run_started as the runner before the typed header wrote it.
+        write(
+            d,
+            concat!(
+                r#"{"type":"run_started","run_id":"r1","format_version":1,"config":{"#,
+                r#""api_key_set":false,"approve":"never","executor":"docker","#,
+                r#""image":"runner-sandbox:tiny","loosenings":[],"max_steps":50,"#,
+                r#""network":"none","provider":"scripted","runtime":null,"#,
+                r#""sandbox_security":{"runtime":"runc","seccomp":"runner"},"#,
+                r#""scratch_workspace":true,"workspace":"/tmp/ws","workspace_mode":"auto"}}"#,
+                "\n",
+                r#"{"type":"run_finished","outcome":"completed"}"#
+            ),
+        );
+        let r = read(d).expect("reads");
+        assert_eq!(r.header.workspace, Some(PathBuf::from("/tmp/ws")));
+        assert_eq!(r.header.scratch_workspace, Some(true));
+        assert_eq!(r.header.loosenings, Some(Vec::new()));
+        assert_eq!(r.header.settings["max_steps"], 50);
+        assert_eq!(r.header.to_value(), r.config, "nothing lost or added");
+
+        // A header whose observed part is not what a runner writes.
+        write(
+            d,
+            r#"{"type":"run_started","run_id":"r","config":{"workspace":["/"]}}"#,
+        );
+        assert!(matches!(read(d), Err(RecordError::BadHeader { .. })));
+    }
 }

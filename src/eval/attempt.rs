@@ -31,7 +31,7 @@ use crate::exec::backend::{Backend, ImageSource, Network, SandboxSpec, Services,
 use crate::exec::{ExecError, Executor};
 use crate::redact::Redactor;
 use crate::render::Human;
-use crate::runtime::{build_model, run_task, sandbox_spec};
+use crate::runtime::{Session, build_model, sandbox_spec};
 use crate::trajectory::{RunDir, RunDirError};
 use crate::workspace::Workspace;
 
@@ -1039,17 +1039,12 @@ async fn agent_phase(
             // A run that ends in error failed in the model API or the
             // sandbox: the model's mistakes are tool results, not errors.
             let warn = |w: &str| ctx.human.say(w);
-            let (end, convo) = run_task(
-                config,
-                model.as_ref(),
-                executor,
-                Some(run_dir.outputs().clone()),
-                task.instruction.clone(),
-                sink,
-                cancel,
-                &warn,
-            )
-            .await;
+            let outputs = Some(run_dir.outputs().clone());
+            let session = Session::new(config, executor, outputs, &warn);
+            let instruction = task.instruction.clone();
+            let (end, convo) = session
+                .run_task(model.as_ref(), instruction, sink, cancel)
+                .await;
             // An empty reply is the model API's failure too, never graded.
             let blame = if matches!(end.outcome, Outcome::Error | Outcome::EmptyReply) {
                 Blame::Infrastructure

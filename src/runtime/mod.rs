@@ -24,5 +24,5 @@ pub use models::build_model;
 pub use redaction::run_redactor;
 pub use run::{Beginning, Open, Run, TaskSource};
 pub use sandbox::{backend, sandbox_spec};
-pub use session::{Session, run_task};
+pub use session::{Session, run_turn};
 pub use signals::Shutdown;

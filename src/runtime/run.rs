@@ -15,7 +15,7 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{RunError, RunHeader, Session};
-use crate::agent::{Conversation, RunEnd, replay};
+use crate::agent::{Conversation, RunEnd};
 use crate::config::Config;
 use crate::event::{Event, Outcome};
 use crate::exec::backend::BackendKind;
@@ -245,19 +245,15 @@ impl Run<'_> {
         let mut agent = session.agent(model);
         agent.approver = approver.as_ref();
         let sink = |ev: &Event| self.sink(ev);
-        Session::guarded(async {
-            match source {
-                TaskSource::Once(text) | TaskSource::Continue(text) => {
-                    sink(&Event::UserMessage { text: text.clone() });
-                    replay::push_user_text(&mut convo.messages, text);
-                    agent.run(convo, &sink, cancel).await
-                }
-                TaskSource::Repl => {
-                    super::repl::converse(&agent, convo, &sink, cancel, human).await
-                }
+        match source {
+            TaskSource::Once(text) | TaskSource::Continue(text) => {
+                super::session::run_turn(&agent, convo, text, &sink, cancel).await
             }
-        })
-        .await
+            TaskSource::Repl => {
+                let turns = super::repl::converse(&agent, convo, &sink, cancel, human);
+                Session::guarded(turns).await
+            }
+        }
     }
 }
 
