@@ -63,7 +63,7 @@ async fn continue_run(
     cancel: CancellationToken,
 ) -> Result<u8, RunError> {
     let rec = recorded::read(&args.run_dir)?;
-    let mut builder = settings::builder(&rec.config, args)?;
+    let mut builder = settings::builder(&rec.header, args)?;
     let ws = workspace_of(&rec, args)?;
     builder.workspace = ws.as_ref().ok().cloned();
     builder.run_dir = Some(rec.path.clone());
