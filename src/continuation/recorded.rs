@@ -278,7 +278,7 @@ mod tests {
                 r#""api_key_set":false,"approve":"never","executor":"docker","#,
                 r#""image":"runner-sandbox:tiny","loosenings":[],"max_steps":50,"#,
                 r#""network":"none","provider":"scripted","runtime":null,"#,
-                r#""sandbox_security":{"runtime":"runc","seccomp":"runner"},"#,
+                r#""sandbox_security":{"runtime":"runc","seccomp":"runner","seccomp_profile_sha256":null},"#,
                 r#""scratch_workspace":true,"workspace":"/tmp/ws","workspace_mode":"auto"}}"#,
                 "\n",
                 r#"{"type":"run_finished","outcome":"completed"}"#

@@ -31,7 +31,9 @@ use crate::exec::backend::{Backend, ImageSource, Network, SandboxSpec, Services,
 use crate::exec::{ExecError, Executor};
 use crate::redact::Redactor;
 use crate::render::Human;
-use crate::runtime::{Session, build_model, sandbox_spec};
+use crate::runtime::{
+    Enforced, EvalPart, RunHeader, Session, StartedConfig, build_model, sandbox_spec,
+};
 use crate::trajectory::{RunDir, RunDirError};
 use crate::workspace::Workspace;
 
@@ -699,18 +701,20 @@ async fn prepare(
     let run_id = format!("{}-{}-{}", ctx.suite_id, task.name, attempt);
     let workspace = Workspace::prepare(None).map_err(PhaseError::Workspace)?;
     // Recorded once the sandbox runs, with what the engine enforces on it.
-    let started_event = |config: serde_json::Value, security: Option<serde_json::Value>| {
-        let mut run = config;
-        if let Some(s) = security {
-            run["sandbox_security"] = s;
-        }
-        Event::RunStarted {
-            run_id: run_id.clone(),
-            format_version: crate::event::TRAJECTORY_FORMAT_VERSION,
-            config: serde_json::json!({"eval": {"task": task.name, "attempt": attempt,
-                "agent": ctx.agent.as_str(), "network": rec.network,
-                "grading": mode.as_str()}, "run": run}),
-        }
+    let eval = EvalPart {
+        task: task.name.clone(),
+        attempt,
+        agent: ctx.agent.as_str().into(),
+        network: rec.network.clone(),
+        grading: mode.as_str().into(),
+    };
+    let started_event = |run: Option<RunHeader>| Event::RunStarted {
+        run_id: run_id.clone(),
+        format_version: crate::event::TRAJECTORY_FORMAT_VERSION,
+        config: StartedConfig::Eval {
+            eval: eval.clone(),
+            run,
+        },
     };
     let seeded = match ctx
         .seeds
@@ -719,7 +723,7 @@ async fn prepare(
     {
         Ok(s) => s,
         Err(e) => {
-            run_dir.record(&started_event(serde_json::Value::Null, None));
+            run_dir.record(&started_event(None));
             return Err(PhaseError::Seed(e));
         }
     };
@@ -774,7 +778,7 @@ async fn prepare(
             match started {
                 Ok(s) => Some(s),
                 Err(e) => {
-                    run_dir.record(&started_event(config.public_json(), None));
+                    run_dir.record(&started_event(Some(RunHeader::of(&config))));
                     return Err(PhaseError::Services(e));
                 }
             }
@@ -805,11 +809,11 @@ async fn prepare(
     rec.loosenings = ctx.backend.loosenings(&spec);
     rec.loosenings
         .push("background processes keep running between commands (the agent's services)".into());
-    let public = config.public_json();
+    let mut header = RunHeader::of(&config);
     let executor = match ctx.backend.start(spec).await {
         Ok(x) => x,
         Err(e) => {
-            run_dir.record(&started_event(public, None));
+            run_dir.record(&started_event(Some(header)));
             if let Some(s) = &services
                 && let Err(e) = s.stop().await
             {
@@ -818,7 +822,9 @@ async fn prepare(
             return Err(PhaseError::Start(e));
         }
     };
-    run_dir.record(&started_event(public, executor.sandbox_security()));
+    header.sandbox_security = Enforced::of(executor.sandbox_security());
+    let enforced = header.sandbox_security.clone().unwrap_or_default();
+    run_dir.record(&started_event(Some(header)));
     if let Some(s) = &services
         && s.network().is_some()
     {
@@ -828,15 +834,9 @@ async fn prepare(
             s.names().join(", ")
         );
     }
-    let security = executor.sandbox_security();
-    let fact = |key: &str| {
-        security
-            .as_ref()
-            .and_then(|s| s[key].as_str().map(str::to_string))
-    };
-    rec.runtime = fact("runtime");
-    rec.seccomp = fact("seccomp");
-    rec.seccomp_profile_sha256 = fact("seccomp_profile_sha256");
+    rec.runtime = enforced.runtime;
+    rec.seccomp = enforced.seccomp;
+    rec.seccomp_profile_sha256 = enforced.seccomp_profile_sha256;
     Ok(Prepared {
         run_dir,
         task,

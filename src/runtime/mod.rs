@@ -19,7 +19,7 @@ pub mod session;
 pub mod signals;
 
 pub use error::RunError;
-pub use header::RunHeader;
+pub use header::{Enforced, EvalPart, RunHeader, StartedConfig};
 pub use models::build_model;
 pub use redaction::run_redactor;
 pub use run::{Beginning, Open, Run, TaskSource};

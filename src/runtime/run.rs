@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{RunError, RunHeader, Session};
+use super::{Enforced, RunError, RunHeader, Session, StartedConfig};
 use crate::agent::{Conversation, RunEnd};
 use crate::config::Config;
 use crate::event::{Event, Outcome};
@@ -153,7 +153,8 @@ impl<'a> Run<'a> {
             }
             header.loosenings = Some(loosenings);
         }
-        header.sandbox_security = built.as_ref().ok().and_then(|x| x.sandbox_security());
+        header.sandbox_security =
+            Enforced::of(built.as_ref().ok().and_then(|x| x.sandbox_security()));
         // What `runner continue` needs to find the run's files again.
         header.workspace = Some(self.workspace.path().to_path_buf());
         let event = match beginning {
@@ -162,7 +163,7 @@ impl<'a> Run<'a> {
                 Event::RunStarted {
                     run_id: self.run_id.clone(),
                     format_version: crate::event::TRAJECTORY_FORMAT_VERSION,
-                    config: header.to_value(),
+                    config: StartedConfig::Run(header),
                 }
             }
             Beginning::Continued {
