@@ -3,8 +3,8 @@
 //! trajectory ([`crate::agent::replay`]), MESSAGE becomes the next user
 //! turn, and the loop runs again in a fresh sandbox on the run's
 //! workspace, with the run's model and limits ([`settings`]) and fresh
-//! limits, appending to the same trajectory after a `continuation` event.
-//! What bounds the sandbox or decides where the API key goes comes from
+//! limits, appending to the same trajectory after a `continuation` event
+//! (the run's life is [`crate::runtime::Run`]'s, reopened). What bounds the sandbox or decides where the API key goes comes from
 //! the command line alone ([`trust`]).
 
 pub mod recorded;
