@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::approve::Answer;
 use crate::model::{Message, StopReason, Usage};
+use crate::runtime::StartedConfig;
 
 /// The trajectory format this binary writes (in `run_started`) and the
 /// newest it reads back (`runner continue`). A trajectory without one is
@@ -66,8 +67,9 @@ pub enum Event {
         run_id: String,
         /// [`TRAJECTORY_FORMAT_VERSION`] of the binary that wrote it.
         format_version: u32,
-        /// The effective configuration, secrets left out.
-        config: Value,
+        /// The run's header: the effective configuration, secrets left
+        /// out, and what the run observed of its sandbox and workspace.
+        config: StartedConfig,
     },
     /// `runner continue`: the run goes on in the same directory, with the
     /// conversation rebuilt from the events before this one and `message`

@@ -1,5 +1,5 @@
-//! How a run ends, shared by a run (`app`) and its continuation
-//! (`continuation`): the sandbox shut down after the loop, the end of a
+//! How a run ends, for [`crate::runtime::Run`] (a run, the REPL and a
+//! continuation): the sandbox shut down after the loop, the end of a
 //! sandbox that never started, the `run_finished` event and what the
 //! person is told last.
 

@@ -47,25 +47,7 @@ impl RunDir {
         redactor: Redactor,
         output_budget_bytes: u64,
     ) -> Result<Self, RunDirError> {
-        let err = |source| RunDirError {
-            path: path.to_path_buf(),
-            source,
-        };
-        let dir = HostDir::create(path).map_err(err)?;
-        let outputs = dir.create_dir("outputs").map_err(err)?;
-        // Exclusive create: an existing trajectory is another run's record
-        // and is never appended to or overwritten.
-        // Only this handle writes it, always at its end.
-        let file = dir.create_file("trajectory.jsonl").map_err(err)?;
-        let file = lock(file).map_err(err)?;
-        let dir = OutputDir::new(dir, output_budget_bytes);
-        let outputs = OutputDir::sharing_budget(outputs, &dir);
-        Ok(RunDir {
-            dir,
-            outputs,
-            file: Mutex::new(file),
-            redactor,
-        })
+        Self::open(path, redactor, output_budget_bytes, false)
     }
 
     /// Opens the run directory `path` of an earlier run to go on writing
@@ -79,19 +61,38 @@ impl RunDir {
         redactor: Redactor,
         output_budget_bytes: u64,
     ) -> Result<Self, RunDirError> {
+        Self::open(path, redactor, output_budget_bytes, true)
+    }
+
+    /// [`RunDir::create`], or with `append` [`RunDir::reopen`].
+    fn open(
+        path: &Path,
+        redactor: Redactor,
+        output_budget_bytes: u64,
+        append: bool,
+    ) -> Result<Self, RunDirError> {
         let err = |source| RunDirError {
             path: path.to_path_buf(),
             source,
         };
         let dir = HostDir::create(path).map_err(err)?;
         let outputs = dir.create_dir("outputs").map_err(err)?;
-        let mut file = lock(dir.append_file("trajectory.jsonl").map_err(err)?).map_err(err)?;
-        let used = used_bytes(path);
-        let len = file.metadata().map_err(err)?.len();
-        if len > 0 && !ends_with_newline(&file, len) {
-            writeln!(file).map_err(err)?;
-        }
-        let dir = OutputDir::new(dir, output_budget_bytes.saturating_sub(used));
+        // Only this handle writes the trajectory, always at its end.
+        let (file, budget) = if append {
+            let mut file = lock(dir.append_file("trajectory.jsonl").map_err(err)?).map_err(err)?;
+            let used = used_bytes(path);
+            let len = file.metadata().map_err(err)?.len();
+            if len > 0 && !ends_with_newline(&file, len) {
+                writeln!(file).map_err(err)?;
+            }
+            (file, output_budget_bytes.saturating_sub(used))
+        } else {
+            // Exclusive create: an existing trajectory is another run's
+            // record and is never appended to or overwritten.
+            let file = dir.create_file("trajectory.jsonl").map_err(err)?;
+            (lock(file).map_err(err)?, output_budget_bytes)
+        };
+        let dir = OutputDir::new(dir, budget);
         let outputs = OutputDir::sharing_budget(outputs, &dir);
         Ok(RunDir {
             dir,

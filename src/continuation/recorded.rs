@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::event::{Outcome, TRAJECTORY_FORMAT_VERSION};
 use crate::hostfs::ReadDir;
+use crate::runtime::RunHeader;
 use crate::view::load::TRAJECTORY_FILE;
 
 /// Most bytes of a trajectory `runner continue` reads: a conversation it
@@ -37,6 +38,8 @@ pub struct Recorded {
     pub bad_lines: usize,
     /// The effective configuration of the latest part of the run.
     pub config: Value,
+    /// The same, read as the header it is.
+    pub header: RunHeader,
     /// How the latest part ended; `None`: it has no `run_finished`.
     pub previous_outcome: Option<Outcome>,
 }
@@ -67,6 +70,11 @@ pub enum RecordError {
         found: u64,
         supported: u32,
     },
+    #[error("{path}: {source}")]
+    BadHeader {
+        path: PathBuf,
+        source: crate::runtime::header::HeaderError,
+    },
 }
 
 impl RecordError {
@@ -83,6 +91,9 @@ impl RecordError {
             }
             RecordError::NewerFormat { .. } => {
                 "continue it with the runner that wrote it, or a newer one".into()
+            }
+            RecordError::BadHeader { .. } => {
+                "the trajectory was changed or written by another program; start a new run".into()
             }
             RecordError::TooLarge { .. } => {
                 "start a new run, giving it what the model should know".into()
@@ -160,12 +171,17 @@ pub fn read(dir: &Path) -> Result<Recorded, RecordError> {
             _ => {}
         }
     }
+    let header = RunHeader::read(&config).map_err(|source| RecordError::BadHeader {
+        path: file.clone(),
+        source,
+    })?;
     Ok(Recorded {
         path,
         run_id,
         events,
         bad_lines,
         config,
+        header,
         previous_outcome,
     })
 }
@@ -248,5 +264,38 @@ mod tests {
             read(&d.join("nothing")),
             Err(RecordError::NotRunDir { .. })
         ));
+    }
+
+    #[test]
+    fn the_header_of_the_previous_runner_reads_back_typed() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let d = tmp.path();
+        // run_started as the runner before the typed header wrote it.
+        write(
+            d,
+            concat!(
+                r#"{"type":"run_started","run_id":"r1","format_version":1,"config":{"#,
+                r#""api_key_set":false,"approve":"never","executor":"docker","#,
+                r#""image":"runner-sandbox:tiny","loosenings":[],"max_steps":50,"#,
+                r#""network":"none","provider":"scripted","runtime":null,"#,
+                r#""sandbox_security":{"runtime":"runc","seccomp":"runner","seccomp_profile_sha256":null},"#,
+                r#""scratch_workspace":true,"workspace":"/tmp/ws","workspace_mode":"auto"}}"#,
+                "\n",
+                r#"{"type":"run_finished","outcome":"completed"}"#
+            ),
+        );
+        let r = read(d).expect("reads");
+        assert_eq!(r.header.workspace, Some(PathBuf::from("/tmp/ws")));
+        assert_eq!(r.header.scratch_workspace, Some(true));
+        assert_eq!(r.header.loosenings, Some(Vec::new()));
+        assert_eq!(r.header.settings["max_steps"], 50);
+        assert_eq!(r.header.to_value(), r.config, "nothing lost or added");
+
+        // A header whose observed part is not what a runner writes.
+        write(
+            d,
+            r#"{"type":"run_started","run_id":"r","config":{"workspace":["/"]}}"#,
+        );
+        assert!(matches!(read(d), Err(RecordError::BadHeader { .. })));
     }
 }

@@ -1,20 +1,21 @@
 //! The settings of a continuation: the model, limits and tools are the
-//! run's own, read back from the configuration its trajectory records
-//! ([`Config::public_json`]), with the flags of `runner continue` over
-//! them; what bounds the sandbox or decides where the API key goes comes
-//! from those flags alone ([`super::trust`]).
+//! run's own, read back from the settings of the [`RunHeader`] its
+//! trajectory records (those of [`Config::public_json`]), with the flags
+//! of `runner continue` over them; what bounds the sandbox or decides
+//! where the API key goes comes from those flags alone ([`super::trust`]).
 //!
 //! [`Config::public_json`]: crate::config::Config::public_json
 
 use std::path::PathBuf;
 
 use clap::ValueEnum;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::trust::Difference;
 use crate::cli::ContinueArgs;
-use crate::config::ConfigBuilder;
+use crate::config::{AgentOptions, ConfigBuilder, SandboxOptions};
 use crate::model::provider::Provider;
+use crate::runtime::RunHeader;
 
 /// The environment variable that names a run's provider.
 pub const PROVIDER_VAR: &str = "RUNNER_PROVIDER";
@@ -91,7 +92,7 @@ impl SettingsError {
 /// The recorded setting `key` of `config`, read by `read`; the default
 /// when it is not there (an older trajectory) or null.
 struct Reader<'a> {
-    config: &'a Value,
+    config: &'a Map<String, Value>,
 }
 
 impl Reader<'_> {
@@ -154,8 +155,10 @@ fn provider_from_env() -> Result<Option<Provider>, SettingsError> {
 /// than the run's, the run's model, base URL and script are not used.
 /// A provider asked for by `RUNNER_PROVIDER` that is not the run's is
 /// refused unless `--provider` says it.
-pub fn builder(recorded: &Value, args: &ContinueArgs) -> Result<ConfigBuilder, SettingsError> {
-    let r = Reader { config: recorded };
+pub fn builder(recorded: &RunHeader, args: &ContinueArgs) -> Result<ConfigBuilder, SettingsError> {
+    let r = Reader {
+        config: &recorded.settings,
+    };
     let mut b = ConfigBuilder::default();
     let ran_with: Provider = r.choice("provider")?.ok_or(SettingsError::Bad {
         key: "provider",
@@ -172,14 +175,33 @@ pub fn builder(recorded: &Value, args: &ContinueArgs) -> Result<ConfigBuilder, S
         (None, _) => ran_with,
     };
     let same = provider == ran_with;
-    let own = |v: Option<String>| if same { v } else { None };
 
     // A run that asked a person keeps asking unless told otherwise.
     b.approve = match args.approve {
         Some(m) => m,
         None => r.choice("approve")?.unwrap_or_default(),
     };
-    let a = &mut b.agent;
+    agent_options(&r, args, provider, same, &mut b.agent)?;
+
+    // What bounds the sandbox: the command line's alone (see `trust`).
+    sandbox_options(&r, args, &mut b.sandbox)?;
+    b.keep_background = args.keep_background;
+
+    b.max_time_secs = args.max_time.or(r.u64("max_time_secs")?);
+    b.json = args.json;
+    Ok(b)
+}
+
+/// The model, limits and tools: the run's own under the flags of `args`
+/// (the run's model, URL and script only when `same` provider).
+fn agent_options(
+    r: &Reader<'_>,
+    args: &ContinueArgs,
+    provider: Provider,
+    same: bool,
+    a: &mut AgentOptions,
+) -> Result<(), SettingsError> {
+    let own = |v: Option<String>| if same { v } else { None };
     a.provider = provider;
     a.model = args.model.clone().or(own(r.string("model")?));
     // The key goes only where this command line (or the user's
@@ -197,7 +219,11 @@ pub fn builder(recorded: &Value, args: &ContinueArgs) -> Result<ConfigBuilder, S
     let recorded_steps = r.u64("max_steps")?.map(u32::try_from).transpose();
     let recorded_steps = recorded_steps.map_err(|_| SettingsError::Bad {
         key: "max_steps",
-        value: recorded["max_steps"].to_string(),
+        value: r
+            .config
+            .get("max_steps")
+            .map(Value::to_string)
+            .unwrap_or_default(),
     })?;
     a.max_steps = args.max_steps.or(recorded_steps).unwrap_or(a.max_steps);
     a.max_cost_usd = args.max_cost.or(r.f64("max_cost_usd")?);
@@ -222,9 +248,16 @@ pub fn builder(recorded: &Value, args: &ContinueArgs) -> Result<ConfigBuilder, S
         a.tools = tools.join(",");
     }
     a.shell = r.choice("shell")?.unwrap_or(a.shell);
+    Ok(())
+}
 
-    // What bounds the sandbox: the command line's alone (see `trust`).
-    let s = &mut b.sandbox;
+/// What bounds the sandbox, from `args` alone (the image may be the
+/// run's).
+fn sandbox_options(
+    r: &Reader<'_>,
+    args: &ContinueArgs,
+    s: &mut SandboxOptions,
+) -> Result<(), SettingsError> {
     s.backend = args.executor.unwrap_or(s.backend);
     s.image = match &args.image {
         Some(i) => i.clone(),
@@ -250,11 +283,7 @@ pub fn builder(recorded: &Value, args: &ContinueArgs) -> Result<ConfigBuilder, S
         s.disk = d.clone();
     }
     s.runtime = args.runtime.clone();
-    b.keep_background = args.keep_background;
-
-    b.max_time_secs = args.max_time.or(r.u64("max_time_secs")?);
-    b.json = args.json;
-    Ok(b)
+    Ok(())
 }
 
 /// The recorded keys whose value the command line `args` gave (a flag,
@@ -290,6 +319,10 @@ mod tests {
     use crate::cli::{Cli, Command};
     use clap::Parser;
 
+    fn header(v: serde_json::Value) -> RunHeader {
+        RunHeader::read(&v).expect("a header")
+    }
+
     fn args(argv: &[&str]) -> ContinueArgs {
         let mut full = vec!["runner", "continue", "runs/x"];
         full.extend_from_slice(argv);
@@ -317,7 +350,8 @@ mod tests {
         run.sandbox.allowed_hosts = vec!["example.com".into()];
         run.max_time_secs = Some(60);
         let recorded = run.build().expect("valid").public_json();
-        let again = builder(&recorded, &args(&[])).expect("reads back");
+        let header = RunHeader::read(&recorded).expect("a header");
+        let again = builder(&header, &args(&[])).expect("reads back");
         let again = again.build().expect("valid").public_json();
         for key in super::super::trust::FROM_RECORD {
             assert_eq!(again[key], recorded[key], "{key}");
@@ -338,7 +372,7 @@ mod tests {
         assert_ne!(again["base_url"], recorded["base_url"]);
 
         // Flags win; limits are the run's unless given.
-        let b = builder(&recorded, &args(&["--max-steps", "3", "--model", "m2"])).expect("ok");
+        let b = builder(&header, &args(&["--max-steps", "3", "--model", "m2"])).expect("ok");
         assert_eq!(
             (b.agent.max_steps, b.agent.model.as_deref()),
             (3, Some("m2"))
@@ -356,7 +390,9 @@ mod tests {
 
     #[test]
     fn the_seccomp_profile_comes_from_the_command_line_only() {
-        let recorded = serde_json::json!({"provider": "scripted", "script": "/tmp/s.json", "seccomp": "default"});
+        let recorded = header(
+            serde_json::json!({"provider": "scripted", "script": "/tmp/s.json", "seccomp": "default"}),
+        );
         let b = builder(&recorded, &args(&[])).expect("ok");
         assert_eq!(
             b.sandbox.seccomp, "runner",
@@ -370,12 +406,14 @@ mod tests {
 
     #[test]
     fn another_provider_drops_the_runs_model_and_url() {
-        let recorded = serde_json::json!({"provider": "anthropic", "model": "claude-x",
-            "base_url": "http://127.0.0.1:1"});
+        let recorded = header(
+            serde_json::json!({"provider": "anthropic", "model": "claude-x",
+            "base_url": "http://127.0.0.1:1"}),
+        );
         let b = builder(&recorded, &args(&["--provider", "openai"])).expect("ok");
         assert_eq!(b.agent.provider, Provider::Openai);
         assert_eq!((b.agent.model, b.agent.base_url), (None, None));
-        let bad = serde_json::json!({"provider": "anthropic", "max_steps": "many"});
+        let bad = header(serde_json::json!({"provider": "anthropic", "max_steps": "many"}));
         assert!(matches!(
             builder(&bad, &args(&[])),
             Err(SettingsError::Bad {

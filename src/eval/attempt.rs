@@ -27,11 +27,15 @@ use crate::agent::{Conversation, RunEnd};
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::event::{Event, Outcome};
 use crate::exec::accounts::{self, Account};
-use crate::exec::backend::{Backend, ImageSource, Network, SandboxSpec, Services, ServicesSpec};
+use crate::exec::backend::{
+    Backend, ImageSource, Network, SandboxSpec, Seeded, Services, ServicesSpec,
+};
 use crate::exec::{ExecError, Executor};
 use crate::redact::Redactor;
 use crate::render::Human;
-use crate::runtime::{build_model, run_task, sandbox_spec};
+use crate::runtime::{
+    Enforced, EvalPart, RunHeader, Session, StartedConfig, build_model, sandbox_spec,
+};
 use crate::trajectory::{RunDir, RunDirError};
 use crate::workspace::Workspace;
 
@@ -683,35 +687,18 @@ async fn prepare(
     let budget = ctx.disk_bytes.unwrap_or(u64::MAX);
     let run_dir = RunDir::create(run_path, ctx.redactor.clone(), budget)?;
     rec.trajectory = Some(run_dir.trajectory_path());
-    let mut task = task.clone();
-    if let Some(t) = ctx.agent_timeout_secs {
-        task.agent_timeout_secs = t;
-    }
-    if let Some(t) = ctx.verifier_timeout_secs {
-        task.verifier_timeout_secs = t;
-    }
-    if let Some(c) = ctx.cpus {
-        task.cpus = c;
-    }
-    if let Some(m) = ctx.memory_bytes {
-        task.memory_bytes = m;
-    }
+    let task = overridden(ctx, task);
     let run_id = format!("{}-{}-{}", ctx.suite_id, task.name, attempt);
     let workspace = Workspace::prepare(None).map_err(PhaseError::Workspace)?;
     // Recorded once the sandbox runs, with what the engine enforces on it.
-    let started_event = |config: serde_json::Value, security: Option<serde_json::Value>| {
-        let mut run = config;
-        if let Some(s) = security {
-            run["sandbox_security"] = s;
-        }
-        Event::RunStarted {
-            run_id: run_id.clone(),
-            format_version: crate::event::TRAJECTORY_FORMAT_VERSION,
-            config: serde_json::json!({"eval": {"task": task.name, "attempt": attempt,
-                "agent": ctx.agent.as_str(), "network": rec.network,
-                "grading": mode.as_str()}, "run": run}),
-        }
+    let eval = EvalPart {
+        task: task.name.clone(),
+        attempt,
+        agent: ctx.agent.as_str().into(),
+        network: rec.network.clone(),
+        grading: mode.as_str().into(),
     };
+    let started_event = |run| started(&run_id, &eval, run);
     let seeded = match ctx
         .seeds
         .seed_dir(image, task.workdir.as_deref(), workspace.path(), &run_id)
@@ -719,7 +706,7 @@ async fn prepare(
     {
         Ok(s) => s,
         Err(e) => {
-            run_dir.record(&started_event(serde_json::Value::Null, None));
+            run_dir.record(&started_event(None));
             return Err(PhaseError::Seed(e));
         }
     };
@@ -728,88 +715,34 @@ async fn prepare(
         .clone()
         .unwrap_or_else(|| seeded.workdir.clone());
     let seed_config = super::workdir_config::seeded(workspace.path());
-    // Who the agent is, as Harbor decides: `--user`, else `[agent] user`,
-    // else the image's USER (root when it has none); HOME from passwd.
-    let resolve = |user: &str| {
-        accounts::resolve(user, seeded.passwd.as_deref(), seeded.group.as_deref())
-            .map_err(PhaseError::User)
-    };
-    let image_user = seeded.image_user.clone().unwrap_or_default();
-    let agent_user = ctx
-        .user
-        .clone()
-        .or_else(|| task.agent_user.clone())
-        .unwrap_or_else(|| image_user.clone());
-    let agent = resolve(&agent_user)?;
-    let verifier = resolve(task.verifier_user.as_deref().unwrap_or(&image_user))?;
+    let (agent, verifier) = accounts_of(ctx, &task, &seeded)?;
     let config = attempt_config(ctx, &task, image, &network, &agent)?;
     rec.runtime = config.sandbox.runtime.clone();
     let mut env = vec![("HOME".to_string(), agent.home.clone())];
     env.extend(task.env.iter().cloned());
-    // docker-compose tasks: the sidecars first, on a network of their own.
     let compose = super::compose::load(&task.dir, &compose_vars(&task))?;
-    let services = match &compose {
-        Some(c) => {
-            env.extend(c.main_env().iter().cloned());
-            let base = ServicesSpec {
-                cpus: task.cpus,
-                memory_bytes: task.memory_bytes,
-                pids_limit: config.sandbox.pids_limit,
-                runtime: config.sandbox.runtime.clone(),
-                seccomp: config.sandbox.seccomp.clone(),
-                max_run_time: Duration::from_secs_f64(
-                    task.agent_timeout_secs + task.verifier_timeout_secs + 600.0,
-                ),
-                redactor: ctx.redactor.clone(),
-                ..ServicesSpec::new(&run_id, Vec::new())
-            };
-            let started = super::compose::start(
-                c,
-                &task.dir,
-                ctx.backend.as_ref(),
-                base,
-                Duration::from_secs_f64(task.build_timeout_secs),
-            )
-            .await;
-            match started {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    run_dir.record(&started_event(config.public_json(), None));
-                    return Err(PhaseError::Services(e));
-                }
-            }
-        }
-        None => None,
-    };
-
-    let base = sandbox_spec(&config, &workspace, &run_id, &ctx.redactor);
-    let mut spec_env = base.env.clone();
-    for (k, v) in env {
-        spec_env.retain(|(e, _)| *e != k);
-        spec_env.push((k, v));
+    if let Some(c) = &compose {
+        env.extend(c.main_env().iter().cloned());
     }
-    // The agent works where the task says, as Harbor's agents do; what it
-    // starts in the background keeps running (services the tests use).
-    let mut spec = SandboxSpec {
-        workdir: Some(workdir.clone()),
-        env: spec_env,
-        keep_background: true,
-        // A root agent may chown, bind port 80... as Harbor's root may
-        // (never the capabilities that reach runner's supervisor).
-        root_caps: agent.uid == 0,
-        ..base
+    let services = match start_services(ctx, &task, &config, &run_id, compose.as_ref()).await {
+        Ok(s) => s,
+        Err(e) => {
+            run_dir.record(&started_event(Some(RunHeader::of(&config))));
+            return Err(PhaseError::Services(e));
+        }
     };
+    let mut spec = agent_spec(&config, &workspace, &run_id, ctx, &workdir, env, &agent);
     if let Some(s) = &services {
         spec.join_services(s.as_ref());
     }
     rec.loosenings = ctx.backend.loosenings(&spec);
     rec.loosenings
         .push("background processes keep running between commands (the agent's services)".into());
-    let public = config.public_json();
+    let mut header = RunHeader::of(&config);
     let executor = match ctx.backend.start(spec).await {
         Ok(x) => x,
         Err(e) => {
-            run_dir.record(&started_event(public, None));
+            run_dir.record(&started_event(Some(header)));
             if let Some(s) = &services
                 && let Err(e) = s.stop().await
             {
@@ -818,25 +751,10 @@ async fn prepare(
             return Err(PhaseError::Start(e));
         }
     };
-    run_dir.record(&started_event(public, executor.sandbox_security()));
-    if let Some(s) = &services
-        && s.network().is_some()
-    {
-        rec.network = format!(
-            "{}; sidecars on an internal network: {}",
-            rec.network,
-            s.names().join(", ")
-        );
-    }
-    let security = executor.sandbox_security();
-    let fact = |key: &str| {
-        security
-            .as_ref()
-            .and_then(|s| s[key].as_str().map(str::to_string))
-    };
-    rec.runtime = fact("runtime");
-    rec.seccomp = fact("seccomp");
-    rec.seccomp_profile_sha256 = fact("seccomp_profile_sha256");
+    header.sandbox_security = Enforced::of(executor.sandbox_security());
+    let enforced = header.sandbox_security.clone().unwrap_or_default();
+    run_dir.record(&started_event(Some(header)));
+    note_sandbox(rec, services.as_deref(), enforced);
     Ok(Prepared {
         run_dir,
         task,
@@ -852,6 +770,136 @@ async fn prepare(
         services,
         seed_config,
     })
+}
+
+/// The `run_started` of an eval attempt: its part, and its run's header
+/// once it has a configuration.
+fn started(run_id: &str, eval: &EvalPart, run: Option<RunHeader>) -> Event {
+    Event::RunStarted {
+        run_id: run_id.to_string(),
+        format_version: crate::event::TRAJECTORY_FORMAT_VERSION,
+        config: StartedConfig::Eval {
+            eval: eval.clone(),
+            run,
+        },
+    }
+}
+
+/// Notes in the attempt's report the sidecars' network and what the
+/// engine enforced on the started sandbox.
+fn note_sandbox(rec: &mut Attempt, services: Option<&dyn Services>, enforced: Enforced) {
+    if let Some(s) = services
+        && s.network().is_some()
+    {
+        rec.network = format!(
+            "{}; sidecars on an internal network: {}",
+            rec.network,
+            s.names().join(", ")
+        );
+    }
+    rec.runtime = enforced.runtime;
+    rec.seccomp = enforced.seccomp;
+    rec.seccomp_profile_sha256 = enforced.seccomp_profile_sha256;
+}
+
+/// The task with the suite's overrides applied.
+fn overridden(ctx: &AttemptCtx, task: &Task) -> Task {
+    let mut task = task.clone();
+    if let Some(t) = ctx.agent_timeout_secs {
+        task.agent_timeout_secs = t;
+    }
+    if let Some(t) = ctx.verifier_timeout_secs {
+        task.verifier_timeout_secs = t;
+    }
+    if let Some(c) = ctx.cpus {
+        task.cpus = c;
+    }
+    if let Some(m) = ctx.memory_bytes {
+        task.memory_bytes = m;
+    }
+    task
+}
+
+/// Who the agent and the verifier are, as Harbor decides: `--user`, else
+/// `[agent] user`, else the image's USER (root when it has none); the
+/// verifier `[verifier] user`, else the image's; HOME from passwd.
+fn accounts_of(
+    ctx: &AttemptCtx,
+    task: &Task,
+    seeded: &Seeded,
+) -> Result<(Account, Account), PhaseError> {
+    let resolve = |user: &str| {
+        accounts::resolve(user, seeded.passwd.as_deref(), seeded.group.as_deref())
+            .map_err(PhaseError::User)
+    };
+    let image_user = seeded.image_user.clone().unwrap_or_default();
+    let agent_user = ctx
+        .user
+        .clone()
+        .or_else(|| task.agent_user.clone())
+        .unwrap_or_else(|| image_user.clone());
+    let agent = resolve(&agent_user)?;
+    let verifier = resolve(task.verifier_user.as_deref().unwrap_or(&image_user))?;
+    Ok((agent, verifier))
+}
+
+/// docker-compose tasks: the sidecars, on a network of their own, before
+/// the agent's sandbox.
+async fn start_services(
+    ctx: &AttemptCtx,
+    task: &Task,
+    config: &Config,
+    run_id: &str,
+    compose: Option<&super::compose::Compose>,
+) -> Result<Option<Arc<dyn Services>>, ExecError> {
+    let Some(c) = compose else {
+        return Ok(None);
+    };
+    let base = ServicesSpec {
+        cpus: task.cpus,
+        memory_bytes: task.memory_bytes,
+        pids_limit: config.sandbox.pids_limit,
+        runtime: config.sandbox.runtime.clone(),
+        seccomp: config.sandbox.seccomp.clone(),
+        max_run_time: Duration::from_secs_f64(
+            task.agent_timeout_secs + task.verifier_timeout_secs + 600.0,
+        ),
+        redactor: ctx.redactor.clone(),
+        ..ServicesSpec::new(run_id, Vec::new())
+    };
+    let build_timeout = Duration::from_secs_f64(task.build_timeout_secs);
+    super::compose::start(c, &task.dir, ctx.backend.as_ref(), base, build_timeout)
+        .await
+        .map(Some)
+}
+
+/// The agent's sandbox: it works where the task says, as Harbor's agents
+/// do, with `env` over the configuration's, and what it starts in the
+/// background keeps running (services the tests use).
+fn agent_spec(
+    config: &Config,
+    workspace: &Workspace,
+    run_id: &str,
+    ctx: &AttemptCtx,
+    workdir: &str,
+    env: Vec<(String, String)>,
+    agent: &Account,
+) -> SandboxSpec {
+    let base = sandbox_spec(config, workspace, run_id, &ctx.redactor);
+    let mut spec_env = base.env.clone();
+    for (k, v) in env {
+        spec_env.retain(|(e, _)| *e != k);
+        spec_env.push((k, v));
+    }
+    SandboxSpec {
+        workdir: Some(workdir.to_string()),
+        env: spec_env,
+        keep_background: true,
+        // A root agent may chown, bind port 80... as Harbor's root may
+        // (never the capabilities that reach runner's supervisor).
+        root_caps: agent.uid == 0,
+        ..base
+    }
 }
 
 /// The variables a task's docker-compose.yaml may name, as Harbor sets
@@ -1039,17 +1087,12 @@ async fn agent_phase(
             // A run that ends in error failed in the model API or the
             // sandbox: the model's mistakes are tool results, not errors.
             let warn = |w: &str| ctx.human.say(w);
-            let (end, convo) = run_task(
-                config,
-                model.as_ref(),
-                executor,
-                Some(run_dir.outputs().clone()),
-                task.instruction.clone(),
-                sink,
-                cancel,
-                &warn,
-            )
-            .await;
+            let outputs = Some(run_dir.outputs().clone());
+            let session = Session::new(config, executor, outputs, &warn);
+            let instruction = task.instruction.clone();
+            let (end, convo) = session
+                .run_task(model.as_ref(), instruction, sink, cancel)
+                .await;
             // An empty reply is the model API's failure too, never graded.
             let blame = if matches!(end.outcome, Outcome::Error | Outcome::EmptyReply) {
                 Blame::Infrastructure

@@ -1,18 +1,28 @@
-//! What `runner` and `runner eval` share between the validated
-//! [`Config`](crate::config::Config) and a finished run: the model and the
-//! sandbox backend built from it (one table each), the run's one redactor,
-//! a session that runs tasks on a started sandbox, and the shutdown token
-//! Ctrl-C and SIGTERM cancel. Nothing here prints but warnings; the front
-//! ends (`app`, `eval`) own the task source and the reports.
+//! What `runner`, `runner continue` and `runner eval` share between the
+//! validated [`Config`](crate::config::Config) and a finished run: the
+//! model and the sandbox backend built from it (one table each), the
+//! run's one redactor, a session that runs tasks on a started sandbox,
+//! one run's whole life ([`Run`]: open, start and record its typed
+//! [`RunHeader`], drive, finish) with its one error, the REPL's task
+//! source, and the shutdown token Ctrl-C and SIGTERM cancel. Nothing here
+//! prints but warnings, the REPL's prompt and a run's last lines; the
+//! front ends (`app`, `continuation`, `eval`) choose the task source.
 
+pub mod error;
+pub mod header;
 pub mod models;
 pub mod redaction;
+pub mod repl;
+pub mod run;
 pub mod sandbox;
 pub mod session;
 pub mod signals;
 
+pub use error::RunError;
+pub use header::{Enforced, EvalPart, RunHeader, StartedConfig};
 pub use models::build_model;
 pub use redaction::run_redactor;
+pub use run::{Beginning, Open, Run, TaskSource};
 pub use sandbox::{backend, sandbox_spec};
-pub use session::{Session, run_task};
+pub use session::{Session, run_turn};
 pub use signals::Shutdown;

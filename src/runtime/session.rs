@@ -13,7 +13,7 @@ use crate::event::{Event, Sink};
 use crate::exec::Executor;
 use crate::hostfs::OutputDir;
 use crate::model::provider::Provider;
-use crate::model::{Message, Model, Usage};
+use crate::model::{Model, Usage};
 use crate::tools::Registry;
 use crate::tools::bash::{BashSettings, BashTool};
 use crate::tools::edit::EditTool;
@@ -115,27 +115,38 @@ impl Session {
     }
 }
 
-/// Runs the loop once on `task` in a started sandbox, recording through
-/// `sink`; returns how the run ended and the conversation's totals.
-#[allow(clippy::too_many_arguments)]
-pub async fn run_task(
-    config: &Config,
-    model: &dyn Model,
-    executor: Arc<dyn Executor>,
-    outputs: Option<OutputDir>,
-    task: String,
+/// Adds `text` as the next user turn of `convo` (recorded through
+/// `sink`) and runs `agent` on it, a panic caught as [`Session::guarded`]
+/// says: the one way every front end runs a task's turn.
+pub async fn run_turn(
+    agent: &Agent<'_>,
+    convo: &mut Conversation,
+    text: String,
     sink: Sink<'_>,
     cancel: &CancellationToken,
-    warn: &(dyn Fn(&str) + Sync),
-) -> (RunEnd, Conversation) {
-    let session = Session::new(config, executor, outputs, warn);
-    let agent = session.agent(model);
-    let mut convo = Conversation::default();
-    let end = Session::guarded(async {
-        sink(&Event::UserMessage { text: task.clone() });
-        convo.messages.push(Message::user_text(task));
-        agent.run(&mut convo, sink, cancel).await
+) -> RunEnd {
+    Session::guarded(async {
+        sink(&Event::UserMessage { text: text.clone() });
+        crate::agent::replay::push_user_text(&mut convo.messages, text);
+        agent.run(convo, sink, cancel).await
     })
-    .await;
-    (end, convo)
+    .await
+}
+
+impl Session {
+    /// Runs the loop over `model` once on `task` in this session's
+    /// started sandbox, recording through `sink`; how the run ended and
+    /// the conversation's totals.
+    pub async fn run_task(
+        &self,
+        model: &dyn Model,
+        task: String,
+        sink: Sink<'_>,
+        cancel: &CancellationToken,
+    ) -> (RunEnd, Conversation) {
+        let agent = self.agent(model);
+        let mut convo = Conversation::default();
+        let end = run_turn(&agent, &mut convo, task, sink, cancel).await;
+        (end, convo)
+    }
 }

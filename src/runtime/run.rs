@@ -1,0 +1,299 @@
+//! One run's life, owned in one place for every front end (`runner
+//! TASK`, the REPL, `runner continue`): [`Run::open`] makes or reopens
+//! the run directory and readies the workspace; [`Run::start`] starts the
+//! sandbox and records the run's header once (`run_started`, or a
+//! `continuation`), even when the sandbox did not start; [`Started::drive`]
+//! runs the loop on a [`TaskSource`] and shuts the sandbox down;
+//! [`Ended::finish`] records `run_finished` and says where things are.
+//! Front ends choose the task source and render; they never start a
+//! backend or build a header themselves.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Enforced, RunError, RunHeader, Session, StartedConfig};
+use crate::agent::{Conversation, RunEnd};
+use crate::config::Config;
+use crate::event::{Event, Outcome};
+use crate::exec::backend::BackendKind;
+use crate::exec::{ExecError, Executor};
+use crate::model::Model;
+use crate::redact::Redactor;
+use crate::render::{Human, json_line};
+use crate::run_end;
+use crate::trajectory::RunDir;
+use crate::workspace::Workspace;
+
+/// How the run directory is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Open {
+    /// A new run: the directory must not hold one.
+    Create,
+    /// `runner continue`: the run's own directory, appended to.
+    Reopen,
+}
+
+/// How the run begins, which decides the event its header goes in.
+pub enum Beginning {
+    /// A new run: `run_started`.
+    Fresh,
+    /// A continuation of a recorded run: `continuation`.
+    Continued {
+        message: String,
+        replayed_messages: usize,
+        replayed_steps: u32,
+        previous_outcome: Option<Outcome>,
+        /// The run's own (a later continuation's hint depends on it).
+        scratch_workspace: Option<bool>,
+    },
+}
+
+/// Where the loop's user turns come from.
+pub enum TaskSource {
+    /// One task.
+    Once(String),
+    /// A conversation on the terminal.
+    Repl,
+    /// The next turn of a rebuilt conversation.
+    Continue(String),
+}
+
+/// A run whose directory and workspace are ready.
+pub struct Run<'a> {
+    config: &'a Config,
+    human: &'a Human,
+    run_id: String,
+    run_dir: RunDir,
+    redactor: Redactor,
+    workspace: Workspace,
+    open: Open,
+    started: Instant,
+}
+
+/// A run whose sandbox was started (or failed to start) and recorded.
+pub struct Started<'a> {
+    run: Run<'a>,
+    built: Result<Arc<dyn Executor>, ExecError>,
+}
+
+/// A run whose loop ended and whose sandbox is shut down.
+pub struct Ended<'a> {
+    run: Run<'a>,
+    end: RunEnd,
+    convo: Conversation,
+    start_failed: Option<RunError>,
+}
+
+impl<'a> Run<'a> {
+    /// Opens the run directory `path` of the run `run_id` as `open` says,
+    /// and readies `config`'s workspace (a scratch one when it has none).
+    pub fn open(
+        config: &'a Config,
+        human: &'a Human,
+        open: Open,
+        run_id: String,
+        path: &Path,
+    ) -> Result<Run<'a>, RunError> {
+        let redactor = super::run_redactor(config, human)?;
+        let budget = config.sandbox.disk_bytes.unwrap_or(u64::MAX);
+        let run_dir = match open {
+            Open::Create => RunDir::create(path, redactor.clone(), budget)?,
+            Open::Reopen => RunDir::reopen(path, redactor.clone(), budget)?,
+        };
+        let given = config.workspace.as_deref();
+        let workspace = Workspace::prepare(given).map_err(|source| RunError::Workspace {
+            path: given.map(Path::to_path_buf),
+            source,
+        })?;
+        Ok(Run {
+            config,
+            human,
+            run_id,
+            run_dir,
+            redactor,
+            workspace,
+            open,
+            started: Instant::now(),
+        })
+    }
+
+    /// To the trajectory and `--json`, not the human rendering.
+    fn record(&self, ev: &Event) {
+        self.run_dir.record(ev);
+        if self.config.json {
+            json_line(ev, &self.redactor);
+        }
+    }
+
+    /// Everywhere.
+    fn sink(&self, ev: &Event) {
+        self.record(ev);
+        self.human.render(ev);
+    }
+
+    /// Starts the sandbox first, so the header records what the engine
+    /// actually enforces on it and every loosening it had to make; a start
+    /// failure still gets its header.
+    pub async fn start(self, beginning: Beginning) -> Started<'a> {
+        let config = self.config;
+        let backend = super::backend(config);
+        let spec = super::sandbox_spec(config, &self.workspace, &self.run_id, &self.redactor);
+        let built = backend.start(spec.clone()).await;
+        let mut header = RunHeader::of(config);
+        if backend.capabilities().isolated {
+            let loosenings = match &built {
+                Ok(x) => x.loosenings(),
+                Err(_) => backend.loosenings(&spec),
+            };
+            for l in &loosenings {
+                self.human.say(&format!("warning: sandbox loosened: {l}"));
+            }
+            header.loosenings = Some(loosenings);
+        }
+        header.sandbox_security =
+            Enforced::of(built.as_ref().ok().and_then(|x| x.sandbox_security()));
+        // What `runner continue` needs to find the run's files again.
+        header.workspace = Some(self.workspace.path().to_path_buf());
+        let event = match beginning {
+            Beginning::Fresh => {
+                header.scratch_workspace = Some(self.workspace.is_scratch());
+                Event::RunStarted {
+                    run_id: self.run_id.clone(),
+                    format_version: crate::event::TRAJECTORY_FORMAT_VERSION,
+                    config: StartedConfig::Run(header),
+                }
+            }
+            Beginning::Continued {
+                message,
+                replayed_messages,
+                replayed_steps,
+                previous_outcome,
+                scratch_workspace,
+            } => {
+                header.scratch_workspace = scratch_workspace;
+                Event::Continuation {
+                    message,
+                    replayed_messages,
+                    replayed_steps,
+                    previous_outcome,
+                    config: header.to_value(),
+                }
+            }
+        };
+        self.sink(&event);
+        if config.executor == BackendKind::Local {
+            self.human
+                .say("warning: --executor local runs commands on this host, not in a sandbox");
+        }
+        Started { run: self, built }
+    }
+}
+
+impl<'a> Started<'a> {
+    /// Runs the loop over `model` on `convo` with the turns of `source`
+    /// until it ends or `cancel` (Ctrl-C) stops it, then shuts the
+    /// sandbox down.
+    pub async fn drive(
+        self,
+        model: &dyn Model,
+        mut convo: Conversation,
+        source: TaskSource,
+        cancel: &CancellationToken,
+    ) -> Ended<'a> {
+        let Started { run, built } = self;
+        let (end, start_failed) = match built {
+            Ok(executor) => {
+                let end = run
+                    .converse(model, executor.clone(), &mut convo, source, cancel)
+                    .await;
+                let end = run_end::shut_down(executor.as_ref(), end, run.human).await;
+                (end, None)
+            }
+            // The sandbox could not even start (Docker down, no image...).
+            Err(e) => (run_end::not_started(&e), Some(RunError::Exec(e))),
+        };
+        Ended {
+            run,
+            end,
+            convo,
+            start_failed,
+        }
+    }
+}
+
+impl Run<'_> {
+    /// Runs the turns of `source` in the started sandbox.
+    async fn converse(
+        &self,
+        model: &dyn Model,
+        executor: Arc<dyn Executor>,
+        convo: &mut Conversation,
+        source: TaskSource,
+        cancel: &CancellationToken,
+    ) -> RunEnd {
+        let human = self.human;
+        let warn = |w: &str| human.say(w);
+        let approver = crate::approve::Approver::new(
+            self.config.approve,
+            &executor.workdir(),
+            human.redactor(),
+        );
+        let outputs = Some(self.run_dir.outputs().clone());
+        let session = Session::new(self.config, executor, outputs, &warn);
+        let mut agent = session.agent(model);
+        agent.approver = approver.as_ref();
+        let sink = |ev: &Event| self.sink(ev);
+        match source {
+            TaskSource::Once(text) | TaskSource::Continue(text) => {
+                super::session::run_turn(&agent, convo, text, &sink, cancel).await
+            }
+            TaskSource::Repl => {
+                let turns = super::repl::converse(&agent, convo, &sink, cancel, human);
+                Session::guarded(turns).await
+            }
+        }
+    }
+}
+
+impl Ended<'_> {
+    /// Records `run_finished` with this part's own totals (a
+    /// continuation's limits counted only its own steps), says where the
+    /// workspace and the trajectory are, and gives the exit code.
+    pub fn finish(self) -> u8 {
+        let Ended {
+            run,
+            end,
+            convo,
+            start_failed,
+        } = self;
+        let finished = Event::RunFinished {
+            outcome: end.outcome,
+            steps: convo.steps.saturating_sub(convo.replayed_steps),
+            usage: convo.usage,
+            cost_usd: convo.cost_usd,
+            duration_ms: crate::convert::millis_u64(run.started.elapsed()),
+            error: end.error.clone(),
+            final_text: end.final_text.clone(),
+        };
+        // A continuation's workspace always stays; a scratch workspace no
+        // command ever saw is not worth keeping.
+        let keep = run.open == Open::Reopen
+            || run.config.keep_workspace
+            || (end.outcome != Outcome::Completed && start_failed.is_none());
+        let failure = start_failed.map(crate::hints::Failure::from);
+        let record = |ev: &Event| run.record(ev);
+        let sink = |ev: &Event| run.sink(ev);
+        run_end::finish(&finished, &end, failure, &record, &sink, run.human);
+        let Run {
+            workspace,
+            run_dir,
+            human,
+            ..
+        } = run;
+        run_end::say_where(workspace.finish(keep), &run_dir, human);
+        end.outcome.exit_code()
+    }
+}
