@@ -10,5 +10,6 @@
 mod support;
 
 mod exec;
+mod latency;
 mod limits;
 mod shell;
