@@ -13,3 +13,4 @@ mod exec;
 mod latency;
 mod limits;
 mod shell;
+mod supervised;

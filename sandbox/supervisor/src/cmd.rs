@@ -368,8 +368,6 @@ fn run_inner(
     let Job {
         id,
         argv,
-        timeout,
-        keep_background,
         state_bytes,
         state_end,
         ..
@@ -454,7 +452,27 @@ fn run_inner(
         let _ = wait_exit(&rx, REAP_LIMIT);
         return Err(format!("cannot start a thread for the command: {e}"));
     }
+    Ok(watch(shared, job, pid, &rx, started, &done))
+}
 
+/// Waits for the end of the started command `pid` (exit, timeout, kill),
+/// kills what it left, drains its output and state, and makes its
+/// [`Reply::Exit`] and the state.
+fn watch(
+    shared: &Shared,
+    job: &Job<'_>,
+    pid: i32,
+    rx: &Receiver<Event>,
+    started: Instant,
+    done: &AtomicBool,
+) -> (Reply, Option<Vec<u8>>) {
+    let Job {
+        id,
+        timeout,
+        keep_background,
+        state_bytes,
+        ..
+    } = *job;
     let deadline = started + timeout;
     let mut seen = Seen::default();
     let mut timed_out = false;
@@ -478,21 +496,21 @@ fn run_inner(
         let (_, stuck) = kill(shared, pid);
         // Its exit; what else comes meanwhile counts too (the output
         // closing above all, which the drain below would wait for).
-        seen.wait(&rx, REAP_LIMIT, |s| s.status.is_some());
+        seen.wait(rx, REAP_LIMIT, |s| s.status.is_some());
         (0, stuck)
     } else {
         if !shared.who.confined && !keep_background {
             // On the host, output still in flight may arrive and a job
             // about to leave the session (`setsid`) may do so: what holds
             // the output past this is killed with the rest.
-            seen.wait(&rx, HOST_EXIT_GRACE, |s| s.closed);
+            seen.wait(rx, HOST_EXIT_GRACE, |s| s.closed);
         }
         after_exit(shared, pid, keep_background)
     };
-    seen.wait(&rx, drain_limit(shared), |s| s.closed);
-    shared.out.mark(&done);
+    seen.wait(rx, drain_limit(shared), |s| s.closed);
+    shared.out.mark(done);
     if state_bytes.is_some() && !timed_out && !cancelled {
-        seen.wait(&rx, STATE_LIMIT, |s| s.state.is_some());
+        seen.wait(rx, STATE_LIMIT, |s| s.state.is_some());
     }
     let Seen {
         status,
@@ -509,7 +527,7 @@ fn run_inner(
         Some(s) if libc::WIFSIGNALED(s) => (None, Some(libc::WTERMSIG(s))),
         _ => (None, None),
     };
-    Ok((
+    (
         Reply::Exit {
             id,
             code,
@@ -523,7 +541,7 @@ fn run_inner(
             state_overflow,
         },
         state,
-    ))
+    )
 }
 
 /// What a command's controller has heard so far.

@@ -135,23 +135,17 @@ pub struct Shared {
     pub kept: Mutex<Vec<i32>>,
 }
 
-fn main() {
-    // The helpers, run by runner as commands (see `files` and `ps`).
-    let args: Vec<String> = std::env::args().collect();
-    match (args.get(1).map(String::as_str), args.get(2), args.get(3)) {
-        (Some("--read-file"), Some(path), Some(max)) => files::read(path, max.parse().unwrap_or(0)),
-        (Some("--write-file"), Some(path), None) => files::write(path),
-        (Some(runner_supervisor::protocol::PROCS_FLAG), None, None) => ps::list(),
-        _ => {}
-    }
+/// Checks the identity, drops privileges (unless `--host`) and sets up
+/// what the request loop shares; exits on failure.
+fn start(args: Args) -> Arc<Shared> {
     let Args {
         host,
         uid,
         gid,
-        expiry,
         caps,
         out,
-    } = parse_args();
+        ..
+    } = args;
     if [uid, gid]
         .iter()
         .any(|id| [SUPERVISOR_UID, HELPER_UID].contains(id))
@@ -159,18 +153,19 @@ fn main() {
         usage("the sandbox user must not have the uid or gid of the supervisor or its helper");
     }
     procs::ignore_signals();
-    let confined = match if host {
+    let confined = if host {
         Ok(false)
     } else {
         procs::confine(caps)
-    } {
+    };
+    let confined = match confined {
         Ok(c) => c,
         Err(e) => {
             eprintln!("runner-supervisor: cannot drop privileges: {e}");
             std::process::exit(3);
         }
     };
-    let shared = Arc::new(Shared {
+    Arc::new(Shared {
         // Opened as the supervisor's own uid, the only one that may.
         out: match out.as_deref().map(wire::Out::fifo) {
             Some(Ok(o)) => o,
@@ -191,7 +186,21 @@ fn main() {
         reaper: procs::Reaper::start(),
         bash: cmd::find_in_path("bash", &std::env::var("PATH").unwrap_or_default()),
         kept: Mutex::new(Vec::new()),
-    });
+    })
+}
+
+fn main() {
+    // The helpers, run by runner as commands (see `files` and `ps`).
+    let args: Vec<String> = std::env::args().collect();
+    match (args.get(1).map(String::as_str), args.get(2), args.get(3)) {
+        (Some("--read-file"), Some(path), Some(max)) => files::read(path, max.parse().unwrap_or(0)),
+        (Some("--write-file"), Some(path), None) => files::write(path),
+        (Some(runner_supervisor::protocol::PROCS_FLAG), None, None) => ps::list(),
+        _ => {}
+    }
+    let args = parse_args();
+    let expiry = args.expiry;
+    let shared = start(args);
     let keep = Arc::new(std::sync::atomic::AtomicBool::new(false));
     if let Some(secs) = expiry {
         let s = shared.clone();

@@ -32,7 +32,8 @@ impl Drop for Live<'_> {
 }
 
 impl LocalExecutor {
-    /// One command through the supervisor (see [`Executor::execute`]).
+    /// One command through the supervisor (see
+    /// [`crate::exec::Executor::execute`]).
     pub(super) async fn run(&self, req: ExecRequest) -> Result<ExecOutput, ExecError> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(ExecError::Refused(
