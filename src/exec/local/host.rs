@@ -75,7 +75,9 @@ pub async fn start() -> Result<Host, ExecError> {
     }
 }
 
-/// Writes the binary to a private file and runs it (blocking).
+/// Writes the binary to a private file and runs it (blocking). The spawn
+/// returns once the exec is done, so the directory (and the file) go on
+/// return: the process holds the inode.
 fn spawn() -> Result<Child, ExecError> {
     // Under the local root's prefix: gc removes it should runner die
     // between the write and the removal below.
@@ -111,7 +113,6 @@ fn spawn() -> Result<Child, ExecError> {
             Err(e) => return Err(spawn_error("starting", e)),
         }
     }
-    // `dir` (and the file) go here: the process holds the inode.
 }
 
 /// The embedded binary as a new file (never an existing one) only its
