@@ -12,7 +12,7 @@
 //! then kills what its commands left and exits.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -82,6 +82,9 @@ fn spawn() -> Result<Child, ExecError> {
     // Under the local root's prefix: gc removes it should runner die
     // between the write and the removal below.
     let dir = crate::exec::temp_dirs::create(crate::exec::temp_dirs::LOCAL_ROOT_PREFIX)
+        .map_err(|e| spawn_error("making a directory for", e))?;
+    // Only runner's user may enter it, whatever the umask made it.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
         .map_err(|e| spawn_error("making a directory for", e))?;
     let path = dir.path().join("supervisor");
     write_binary(&path).map_err(|e| spawn_error("writing", e))?;
