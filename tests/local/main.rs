@@ -10,5 +10,7 @@
 mod support;
 
 mod exec;
+mod latency;
 mod limits;
 mod shell;
+mod supervised;

@@ -3,7 +3,9 @@
 //! and at its end (exit, timeout, kill) everything it left running killed
 //! and checked gone. A confined supervisor's kill is `kill(-1)` with
 //! CAP_KILL: every process of every uid but its own, so what a command
-//! started dies whichever user either of them ran as.
+//! started dies whichever user either of them ran as. An unconfined one
+//! (on the host, for the local backend) kills the command's session: its
+//! process group and any member that moved to a group of its own.
 
 use std::ffi::CString;
 use std::io::Read;
@@ -23,6 +25,14 @@ use crate::{Shared, procs};
 const PIPE_BYTES: libc::c_int = 1 << 20;
 /// After the command's end, how long its output may take to close.
 const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+/// [`DRAIN_LIMIT`] for an unconfined supervisor (on the host).
+const HOST_DRAIN_LIMIT: Duration = Duration::from_millis(200);
+/// On the host, how long the output of a command that exited may stay
+/// open (background jobs holding it) before what it left is killed.
+const HOST_EXIT_GRACE: Duration = Duration::from_millis(150);
+/// On the host, how long the kill of what a command that exited left
+/// running may take.
+const HOST_KILL_LIMIT: Duration = Duration::from_millis(200);
 /// After a kill, how long the command may take to be reaped.
 const REAP_LIMIT: Duration = Duration::from_secs(3);
 /// After the output closed, how long the state may take.
@@ -358,8 +368,6 @@ fn run_inner(
     let Job {
         id,
         argv,
-        timeout,
-        keep_background,
         state_bytes,
         state_end,
         ..
@@ -444,23 +452,39 @@ fn run_inner(
         let _ = wait_exit(&rx, REAP_LIMIT);
         return Err(format!("cannot start a thread for the command: {e}"));
     }
+    Ok(watch(shared, job, pid, &rx, started, &done))
+}
 
+/// Waits for the end of the started command `pid` (exit, timeout, kill),
+/// kills what it left, drains its output and state, and makes its
+/// [`Reply::Exit`] and the state.
+fn watch(
+    shared: &Shared,
+    job: &Job<'_>,
+    pid: i32,
+    rx: &Receiver<Event>,
+    started: Instant,
+    done: &AtomicBool,
+) -> (Reply, Option<Vec<u8>>) {
+    let Job {
+        id,
+        timeout,
+        keep_background,
+        state_bytes,
+        ..
+    } = *job;
     let deadline = started + timeout;
-    let mut status = None;
-    let mut closed = false;
-    let mut got_state: Option<Option<Vec<u8>>> = None;
+    let mut seen = Seen::default();
     let mut timed_out = false;
     let mut cancelled = false;
-    while status.is_none() {
+    while seen.status.is_none() {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
-            Ok(Event::Exited(s)) => status = Some(s),
             Ok(Event::Kill) => {
                 cancelled = true;
                 break;
             }
-            Ok(Event::OutputClosed) => closed = true,
-            Ok(Event::State(s)) => got_state = Some(s),
+            Ok(e) => seen.note(e),
             Err(RecvTimeoutError::Timeout) => {
                 timed_out = true;
                 break;
@@ -468,55 +492,31 @@ fn run_inner(
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
-    let mut leftovers = 0;
-    let mut stuck = 0;
-    if status.is_none() {
-        let (_, s) = kill(shared, pid);
-        stuck = s;
+    let (leftovers, stuck) = if seen.status.is_none() {
+        let (_, stuck) = kill(shared, pid);
         // Its exit; what else comes meanwhile counts too (the output
         // closing above all, which the drain below would wait for).
-        let until = Instant::now() + REAP_LIMIT;
-        while status.is_none() {
-            match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                Ok(Event::Exited(s)) => status = Some(s),
-                Ok(Event::OutputClosed) => closed = true,
-                Ok(Event::State(s)) => got_state = Some(s),
-                Ok(Event::Kill) => {}
-                Err(_) => break,
-            }
+        seen.wait(rx, REAP_LIMIT, |s| s.status.is_some());
+        (0, stuck)
+    } else {
+        if !shared.who.confined && !keep_background {
+            // On the host, output still in flight may arrive and a job
+            // about to leave the session (`setsid`) may do so: what holds
+            // the output past this is killed with the rest.
+            seen.wait(rx, HOST_EXIT_GRACE, |s| s.closed);
         }
-    } else if !keep_background {
-        if shared.who.confined {
-            if !procs::live().is_empty() {
-                let (f, s) = procs::kill_all();
-                leftovers = f;
-                stuck = s;
-            }
-        } else {
-            procs::kill_group(pid, Duration::from_millis(200));
-        }
+        after_exit(shared, pid, keep_background)
+    };
+    seen.wait(rx, drain_limit(shared), |s| s.closed);
+    shared.out.mark(done);
+    if state_bytes.is_some() && !timed_out && !cancelled {
+        seen.wait(rx, STATE_LIMIT, |s| s.state.is_some());
     }
-    let until = Instant::now() + DRAIN_LIMIT;
-    while !closed {
-        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
-            Ok(Event::OutputClosed) => closed = true,
-            Ok(Event::State(s)) => got_state = Some(s),
-            Ok(Event::Exited(s)) => status = status.or(Some(s)),
-            Ok(Event::Kill) => {}
-            Err(_) => break,
-        }
-    }
-    shared.out.mark(&done);
-    if state_bytes.is_some() && got_state.is_none() && !timed_out && !cancelled {
-        let until = Instant::now() + STATE_LIMIT;
-        while got_state.is_none() {
-            match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                Ok(Event::State(s)) => got_state = Some(s),
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-    }
+    let Seen {
+        status,
+        closed,
+        state: got_state,
+    } = seen;
     // A killed command's state is not kept: the session goes on from the
     // state before it.
     let killed = timed_out || cancelled;
@@ -527,7 +527,7 @@ fn run_inner(
         Some(s) if libc::WIFSIGNALED(s) => (None, Some(libc::WTERMSIG(s))),
         _ => (None, None),
     };
-    Ok((
+    (
         Reply::Exit {
             id,
             code,
@@ -541,18 +541,89 @@ fn run_inner(
             state_overflow,
         },
         state,
-    ))
+    )
+}
+
+/// What a command's controller has heard so far.
+#[derive(Default)]
+struct Seen {
+    /// The command's wait status, once it exited.
+    status: Option<i32>,
+    /// Its output closed.
+    closed: bool,
+    /// What it wrote on its state descriptor (`Some(None)`: too much).
+    state: Option<Option<Vec<u8>>>,
+}
+
+impl Seen {
+    /// Takes in `e` (a kill request is not news here).
+    fn note(&mut self, e: Event) {
+        match e {
+            Event::Exited(s) => self.status = self.status.or(Some(s)),
+            Event::OutputClosed => self.closed = true,
+            Event::State(s) => self.state = Some(s),
+            Event::Kill => {}
+        }
+    }
+
+    /// Takes in events until `enough` says so or `limit` passes.
+    fn wait(&mut self, rx: &Receiver<Event>, limit: Duration, enough: impl Fn(&Seen) -> bool) {
+        let until = Instant::now() + limit;
+        while !enough(self) {
+            match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(e) => self.note(e),
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// How long the output may take to close after the command's end: on
+/// the host (`--host`) a process that left the session (`setsid`) may
+/// hold it forever, and the call must not wait on it for long.
+fn drain_limit(shared: &Shared) -> Duration {
+    if shared.who.confined {
+        DRAIN_LIMIT
+    } else {
+        HOST_DRAIN_LIMIT
+    }
+}
+
+/// What a command that exited left running: killed (confined: every
+/// process but the supervisor; on the host: its session) unless
+/// `keep_background`, then `(found, stuck)`. A kept session on the host
+/// is remembered, for `KillAll` and the supervisor's end.
+fn after_exit(shared: &Shared, pid: i32, keep_background: bool) -> (u32, u32) {
+    if keep_background {
+        if !shared.who.confined {
+            shared
+                .kept
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(pid);
+        }
+        (0, 0)
+    } else if shared.who.confined {
+        if procs::live().is_empty() {
+            (0, 0)
+        } else {
+            procs::kill_all()
+        }
+    } else {
+        procs::kill_session(pid, HOST_KILL_LIMIT)
+    }
 }
 
 /// Kills the command `pid` and, when confined, every other process but
 /// the supervisor (of any uid: the command may have run as another user
-/// than the sandbox's, or started a setuid program).
+/// than the sandbox's, or started a setuid program); unconfined, its
+/// session.
 fn kill(shared: &Shared, pid: i32) -> (u32, u32) {
     if shared.who.confined {
         procs::kill_all()
     } else {
-        procs::kill_group(pid, Duration::from_secs(2));
-        (0, 0)
+        let (_, stuck) = procs::kill_session(pid, Duration::from_secs(2));
+        (0, stuck)
     }
 }
 

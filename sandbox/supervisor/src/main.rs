@@ -16,9 +16,11 @@
 //! `user`, root included): it runs the same way, with no capability, and
 //! its end kills the same way (every process but the supervisor).
 //!
-//! Started by someone other than root (the local backend), it keeps the
-//! caller's identity, refuses other users, and kills only the process
-//! groups of its commands.
+//! Started by someone other than root, or with `--host` (the local
+//! backend runs it on the host, as the user runner runs as, root
+//! included), it is unconfined: it keeps the caller's identity, refuses
+//! other users, and kills only the sessions of its commands (and, at
+//! `KillAll` and its end, those it was asked to keep).
 
 mod cmd;
 mod files;
@@ -51,14 +53,17 @@ pub struct Identity {
 fn usage(msg: &str) -> ! {
     eprintln!("runner-supervisor: {msg}");
     eprintln!(
-        "usage: runner-supervisor --user UID:GID [--expiry SECS] [--caps N,N...] [--out FIFO]"
+        "usage: runner-supervisor --user UID:GID [--expiry SECS] [--caps N,N...] [--out FIFO] \
+         [--host]"
     );
     std::process::exit(2)
 }
 
 /// The command line: who commands run as, the expiry, the capabilities
-/// commands keep, and where frames go (`--out FIFO`; stdout without).
+/// commands keep, where frames go (`--out FIFO`; stdout without), and
+/// whether it runs on the host (`--host`: never confined).
 struct Args {
+    host: bool,
     uid: u32,
     gid: u32,
     expiry: Option<u64>,
@@ -72,9 +77,11 @@ fn parse_args() -> Args {
     let mut user = None;
     let mut expiry = None;
     let mut caps = 0u64;
+    let mut host = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--out" => out = args.next(),
+            "--host" => host = true,
             "--caps" => {
                 for n in args.next().unwrap_or_default().split(',') {
                     match n.parse::<u32>() {
@@ -103,6 +110,7 @@ fn parse_args() -> Args {
     };
     match (uid, gid) {
         (Some(u), Some(g)) => Args {
+            host,
             uid: u,
             gid: g,
             expiry,
@@ -123,24 +131,21 @@ pub struct Shared {
     pub stdin: Mutex<HashMap<u64, std::sync::mpsc::SyncSender<Vec<u8>>>>,
     pub reaper: &'static procs::Reaper,
     pub bash: Option<String>,
+    /// Unconfined: the sessions of commands whose background was kept.
+    pub kept: Mutex<Vec<i32>>,
 }
 
-fn main() {
-    // The helpers, run by runner as commands (see `files` and `ps`).
-    let args: Vec<String> = std::env::args().collect();
-    match (args.get(1).map(String::as_str), args.get(2), args.get(3)) {
-        (Some("--read-file"), Some(path), Some(max)) => files::read(path, max.parse().unwrap_or(0)),
-        (Some("--write-file"), Some(path), None) => files::write(path),
-        (Some(runner_supervisor::protocol::PROCS_FLAG), None, None) => ps::list(),
-        _ => {}
-    }
+/// Checks the identity, drops privileges (unless `--host`) and sets up
+/// what the request loop shares; exits on failure.
+fn start(args: Args) -> Arc<Shared> {
     let Args {
+        host,
         uid,
         gid,
-        expiry,
         caps,
         out,
-    } = parse_args();
+        ..
+    } = args;
     if [uid, gid]
         .iter()
         .any(|id| [SUPERVISOR_UID, HELPER_UID].contains(id))
@@ -148,14 +153,19 @@ fn main() {
         usage("the sandbox user must not have the uid or gid of the supervisor or its helper");
     }
     procs::ignore_signals();
-    let confined = match procs::confine(caps) {
+    let confined = if host {
+        Ok(false)
+    } else {
+        procs::confine(caps)
+    };
+    let confined = match confined {
         Ok(c) => c,
         Err(e) => {
             eprintln!("runner-supervisor: cannot drop privileges: {e}");
             std::process::exit(3);
         }
     };
-    let shared = Arc::new(Shared {
+    Arc::new(Shared {
         // Opened as the supervisor's own uid, the only one that may.
         out: match out.as_deref().map(wire::Out::fifo) {
             Some(Ok(o)) => o,
@@ -175,7 +185,22 @@ fn main() {
         stdin: Mutex::new(HashMap::new()),
         reaper: procs::Reaper::start(),
         bash: cmd::find_in_path("bash", &std::env::var("PATH").unwrap_or_default()),
-    });
+        kept: Mutex::new(Vec::new()),
+    })
+}
+
+fn main() {
+    // The helpers, run by runner as commands (see `files` and `ps`).
+    let args: Vec<String> = std::env::args().collect();
+    match (args.get(1).map(String::as_str), args.get(2), args.get(3)) {
+        (Some("--read-file"), Some(path), Some(max)) => files::read(path, max.parse().unwrap_or(0)),
+        (Some("--write-file"), Some(path), None) => files::write(path),
+        (Some(runner_supervisor::protocol::PROCS_FLAG), None, None) => ps::list(),
+        _ => {}
+    }
+    let args = parse_args();
+    let expiry = args.expiry;
+    let shared = start(args);
     let keep = Arc::new(std::sync::atomic::AtomicBool::new(false));
     if let Some(secs) = expiry {
         let s = shared.clone();
@@ -236,18 +261,31 @@ fn end(shared: &Shared, why: &str) -> ! {
     if shared.who.confined {
         procs::kill_all();
     } else {
-        for tx in shared
-            .running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-        {
-            let _ = tx.send(cmd::Event::Kill);
-        }
+        kill_unconfined(shared);
         std::thread::sleep(Duration::from_millis(50));
     }
     eprintln!("runner-supervisor: exiting: {why}");
     std::process::exit(0)
+}
+
+/// The unconfined supervisor's end of everything: its running commands
+/// are told to die (each reports its end), the kept sessions are killed.
+/// How many kept processes there were, and how many survived.
+fn kill_unconfined(shared: &Shared) -> (u32, u32) {
+    for tx in shared
+        .running
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+    {
+        let _ = tx.send(cmd::Event::Kill);
+    }
+    let kept = std::mem::take(&mut *shared.kept.lock().unwrap_or_else(|e| e.into_inner()));
+    kept.into_iter()
+        .map(|sid| procs::kill_session(sid, Duration::from_secs(2)))
+        .fold((0, 0), |(f, s), (f2, s2)| {
+            (f.saturating_add(f2), s.saturating_add(s2))
+        })
 }
 
 fn handle(
@@ -324,7 +362,7 @@ fn handle(
             let (found, stuck) = if shared.who.confined {
                 procs::kill_all()
             } else {
-                (0, 0)
+                kill_unconfined(shared)
             };
             let _ = if stuck > 0 {
                 shared

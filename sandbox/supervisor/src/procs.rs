@@ -243,15 +243,57 @@ pub fn kill_all() -> (u32, u32) {
     }
 }
 
-/// Kills the process group `pgid` (a command's session) until it is gone
-/// or `limit` passes; the unconfined supervisor's kill.
-pub fn kill_group(pgid: i32, limit: Duration) {
+/// Live (non-zombie) processes of session `sid`, the supervisor left
+/// out: the session is asked with one `getsid` per process and only
+/// members have their `stat` read, which keeps the scan cheap on a busy
+/// host. Empty where there is no `/proc`.
+pub fn session_members(sid: i32) -> Vec<i32> {
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        // SAFETY: getsid(2) only reads the kernel's process table.
+        .filter(|&pid| pid != me && unsafe { libc::getsid(pid) } == sid)
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+            !matches!(state, Some('Z' | 'X') | None)
+        })
+        .collect()
+}
+
+/// Kills session `sid` (a command's: the shell led it) until no live
+/// member is left or `limit` passes: its process group, then members
+/// that moved to a group of their own (`set -m` jobs). `(found, stuck)`:
+/// how many were alive and how many survived. The unconfined
+/// supervisor's kill; one that left the session (`setsid`) escapes it.
+pub fn kill_session(sid: i32, limit: Duration) -> (u32, u32) {
+    let count = |v: &[i32]| u32::try_from(v.len()).unwrap_or(u32::MAX);
+    // Counted only while the group itself lives (one signal-0 probe):
+    // jobs that moved to a group of their own (`set -m`) are killed all
+    // the same, just not counted.
+    // SAFETY: kill(2) with signal 0 only probes the group.
+    let group_alive = unsafe { libc::kill(-sid, 0) } == 0;
+    let mut left = session_members(sid);
+    let found = if group_alive { count(&left) } else { 0 };
     let until = Instant::now() + limit;
     loop {
-        // SAFETY: kill(2) of a process group.
-        let r = unsafe { libc::kill(-pgid, libc::SIGKILL) };
-        if r != 0 || Instant::now() >= until {
-            return;
+        // SAFETY: kill(2) of the session's process group and of its
+        // members, processes of the caller's own uid.
+        unsafe {
+            libc::kill(-sid, libc::SIGKILL);
+            for &pid in &left {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        left = session_members(sid);
+        if left.is_empty() {
+            return (found, 0);
+        }
+        if Instant::now() >= until {
+            return (found, count(&left));
         }
         std::thread::sleep(Duration::from_millis(2));
     }

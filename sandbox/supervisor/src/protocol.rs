@@ -103,6 +103,8 @@ pub enum Request {
     },
     /// Kills every process of the sandbox but the supervisor, whatever
     /// its uid (a shell restart; before a verifier reads its reward).
+    /// An unconfined supervisor (on the host) kills its running commands
+    /// and the sessions it kept instead.
     KillAll {
         id: u64,
     },

@@ -1,4 +1,6 @@
 use super::*;
+use crate::exec::backend::{Backend, SandboxSpec};
+use std::os::unix::fs::PermissionsExt;
 
 fn os(k: &str, v: &str) -> (OsString, OsString) {
     (k.into(), v.into())

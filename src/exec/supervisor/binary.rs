@@ -1,6 +1,7 @@
 //! The supervisor's static binary, built by build.rs and embedded in
 //! runner, and its installed copy on the host (what a sandbox mounts
-//! read-only).
+//! read-only). The local backend runs a private copy of its own (see
+//! `exec::local`'s `host`).
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;

@@ -2,7 +2,9 @@
 //! long-lived stream each way to the sandbox's main process, cut into
 //! frames (`runner_supervisor::protocol`), with requests and their replies
 //! matched by id. Backend-neutral: the docker backend feeds it the
-//! container's attached stdin and stdout; any stream would do.
+//! container's attached stdin and stdout, the local one the pipes of the
+//! supervisor it runs on the host (`exec::local`'s `host`); any stream
+//! would do.
 //!
 //! Everything that comes from the sandbox is hostile: frames are bounded
 //! by the decoder, replies to unknown requests are dropped, and a
