@@ -274,7 +274,11 @@ fn run_case(servers: &Servers, case: &Case, recording: &std::path::Path) -> Row 
     let ran = run(&mut cmd);
     let secs = start.elapsed().as_secs_f64();
     let trajectory = support::binary::read_jsonl(&dir.path().join("run/trajectory.jsonl"));
-    let requests = proxy.requests();
+    let steps = trajectory
+        .iter()
+        .filter(|e| e["type"] == "model_request")
+        .count();
+    let requests = proxy.wait_requests(steps, 30);
     drop(proxy);
     let mut row = check(case, &ran.code(), &trajectory, &requests);
     row.secs = secs;
