@@ -134,12 +134,15 @@ model_list:
 litellm_settings:
   telemetry: false
   drop_params: true
+  # See litellm_hooks.py: Anthropic's system blocks as one string for llama.cpp.
+  callbacks: litellm_hooks.system_as_text
 router_settings:
   # A failure reaches runner as it happened: no retry, no cool-down that
   # turns the next request into a 429.
   disable_cooldowns: true
   num_retries: 0
 EOF
+  cp "$here/litellm_hooks.py" "$state/litellm_hooks.py"
   LITELLM_MASTER_KEY="$key" setsid "$venv/bin/litellm" --config "$state/litellm.yaml" \
     --host 127.0.0.1 --port "$litellm_port" --num_workers 1 >"$state/litellm.log" 2>&1 </dev/null &
   echo $! >"$state/litellm.pid"

@@ -119,6 +119,20 @@ impl Recording {
         }
     }
 
+    /// The requests runner sent, waiting up to `secs` for at least `n`: an
+    /// exchange is written once the upstream ends its stream, which may be
+    /// after runner has read what it needed and exited.
+    pub fn wait_requests(&self, n: usize, secs: u64) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let got = self.requests();
+            if got.len() >= n || std::time::Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
     /// The requests runner sent, in order (bodies as JSON).
     pub fn requests(&self) -> Vec<Value> {
         let text = match std::fs::read_to_string(&self.out) {
