@@ -84,6 +84,7 @@ test-real-model: sandbox-tiny
 
 lint:
 	$(CARGO) fmt --all --check
+	sh tests/size_limits.sh
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --test harbor -- -D warnings
 	$(CARGO) clippy --test real_model -- -D warnings
