@@ -65,8 +65,9 @@ fi
 if [ "$which" != runsc ]; then
     run lib runc --lib "${THREADS[@]}"
     run bins runc --bins "${THREADS[@]}"
-    # Every tests/<name>/main.rs binary but Harbor's side by side (make test-harbor).
-    for t in $(ls tests/*/main.rs | awk -F/ '$2 != "harbor" { print $2 }'); do
+    # Every tests/<name>/main.rs binary but Harbor's side by side (make test-harbor) and
+    # the real model servers (make test-real-model, after make test in .ci/run).
+    for t in $(ls tests/*/main.rs | awk -F/ '$2 != "harbor" && $2 != "real_model" { print $2 }'); do
         run "$t" runc --test "$t" "${THREADS[@]}"
     done
 fi
