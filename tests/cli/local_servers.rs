@@ -37,6 +37,25 @@ fn openai_run(d: &Dir, base: &str, extra: &[&str]) -> Ran {
         .arg("list the files"))
 }
 
+/// `runner --provider anthropic` at a LiteLLM-like proxy on the local
+/// executor, with `--json`.
+fn litellm_anthropic_run(d: &Dir, server: &FakeServer) -> Ran {
+    std::fs::create_dir_all(d.path().join(WS)).expect("workspace");
+    run(d
+        .runner()
+        .env("ANTHROPIC_API_KEY", "sk-litellm-fake-1234")
+        .args([
+            "--provider",
+            "anthropic",
+            "--model",
+            "smollm2",
+            "--base-url",
+        ])
+        .arg(server.url())
+        .args(["--executor", "local", "--workspace", WS, "--json"])
+        .arg("look around"))
+}
+
 fn notices(events: &[Value]) -> Vec<String> {
     of_type(events, "notice")
         .iter()
@@ -170,19 +189,7 @@ fn duplicate_tool_ids_from_litellm_are_renamed_and_said() {
         FakeResponse::raw_sse(fixture("litellm_messages_stream_duplicate_tool_ids.sse")),
         FakeResponse::anthropic_text("done"),
     ]);
-    let r = run(d
-        .runner()
-        .env("ANTHROPIC_API_KEY", "sk-litellm-fake-1234")
-        .args([
-            "--provider",
-            "anthropic",
-            "--model",
-            "smollm2",
-            "--base-url",
-        ])
-        .arg(server.url())
-        .args(["--executor", "local", "--workspace", WS, "--json"])
-        .arg("look around"));
+    let r = litellm_anthropic_run(&d, &server);
     r.expect_code(0);
     let events = r.events();
     let ids: Vec<_> = of_type(&events, "tool_result")
@@ -220,19 +227,7 @@ fn litellm_split_tool_use_blocks_are_joined_into_one_call() {
         FakeResponse::raw_sse(sse),
         FakeResponse::anthropic_text("done"),
     ]);
-    let r = run(d
-        .runner()
-        .env("ANTHROPIC_API_KEY", "sk-litellm-fake-1234")
-        .args([
-            "--provider",
-            "anthropic",
-            "--model",
-            "smollm2",
-            "--base-url",
-        ])
-        .arg(server.url())
-        .args(["--executor", "local", "--workspace", WS, "--json"])
-        .arg("look around"));
+    let r = litellm_anthropic_run(&d, &server);
     r.expect_code(0);
     let events = r.events();
     let calls = of_type(&events, "tool_call");
