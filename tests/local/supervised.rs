@@ -97,3 +97,37 @@ async fn what_was_kept_in_the_background_dies_with_the_executor() {
     drop(ex);
     assert!(ends(job).await, "the kept job {job} outlived its executor");
 }
+
+/// The host supervisor is never confined, so its kills reach only the
+/// command's own session: a process of the same user that runner did not
+/// start (here a sleeper this test spawns) lives through a timed-out
+/// command, a background job left behind, `kill_all` and the executor's
+/// shutdown. A supervisor that took itself for a sandbox's would
+/// `kill(-1)` every process the user (or root) may signal.
+#[tokio::test]
+async fn its_kills_never_reach_a_host_process_it_did_not_start() {
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("spawn a bystander");
+    let pid = bystander.id();
+    let dir = tempfile::tempdir().unwrap();
+    let ex = executor(&dir, false);
+    let mut timed_out = request("sleep 30 & sleep 30");
+    timed_out.timeout = Duration::from_millis(300);
+    let out = ex.execute(timed_out).await.unwrap();
+    assert!(out.timed_out, "{out:?}");
+    ex.execute(request("sleep 30 &")).await.unwrap();
+    // Not offered by the local executor today (Unsupported); asked anyway.
+    let _ = ex.kill_all().await;
+    ex.shutdown().await.unwrap();
+    drop(ex);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let still = alive(pid);
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    assert!(
+        still,
+        "the host supervisor killed a process it did not start"
+    );
+}
