@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::approve::ApproveMode;
+pub use crate::backend_kind::BackendKind;
 use crate::config::{
     AgentOptions, ConfigBuilder, DEFAULT_CONTEXT_WINDOW_TOKENS, DEFAULT_DISK,
     DEFAULT_MAX_COMMAND_TIMEOUT_SECS, DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, DEFAULT_MEMORY,
@@ -17,8 +18,7 @@ use crate::eval::merge::MergeSettings;
 use crate::eval::mode::GradingMode;
 use crate::eval::settings::{AgentKind, EvalSettings};
 use crate::exec::backend::{
-    BackendKind, DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_PIDS_LIMIT, DEFAULT_USER, Network,
-    WorkspaceMode,
+    DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_PIDS_LIMIT, DEFAULT_USER, Network, WorkspaceMode,
 };
 use crate::exec::shell::ShellMode;
 use crate::model::http::DEFAULT_IDLE_READ_TIMEOUT_SECS;

@@ -7,10 +7,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::approve::ApproveMode;
+pub use crate::backend_kind::BackendKind;
 pub use crate::exec::ENV_ALLOWLIST;
 use crate::exec::backend::{
-    BackendKind, DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_PIDS_LIMIT, DEFAULT_USER, Network,
-    WorkspaceMode,
+    DEFAULT_CPUS, DEFAULT_IMAGE, DEFAULT_PIDS_LIMIT, DEFAULT_USER, Network, WorkspaceMode,
 };
 use crate::exec::shell::ShellMode;
 use crate::model::http::DEFAULT_IDLE_READ_TIMEOUT_SECS;

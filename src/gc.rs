@@ -1,8 +1,9 @@
 //! `runner gc`: removes what runs whose runner is gone (or whose expiry
 //! has passed) left behind, on every backend, and gives their work back.
 
-use crate::exec::backend::{BackendKind, backend_for};
+use crate::backend_kind::BackendKind;
 use crate::hints::Failure;
+use crate::runtime::backend_for;
 use crate::terminal::visible;
 
 /// Sweeps every backend and prints what it did; an error is the one line

@@ -9,6 +9,7 @@ pub mod app;
 pub mod approve;
 #[cfg(test)]
 mod arbitrary_json;
+pub mod backend_kind;
 pub mod cli;
 pub mod config;
 pub mod continuation;

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use crate::agent::RunEnd;
 use crate::event::{Event, Outcome};
+use crate::exec::ExecutorExt;
 use crate::exec::{ExecError, Executor};
 use crate::hints::Failure;
 use crate::render::Human;

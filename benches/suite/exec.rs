@@ -14,6 +14,7 @@ use crate::sys::{
     BENCH_LABEL, count_processes, docker_out, engine_cpu_ms, run_child, self_cpu_ms,
     start_peer_container,
 };
+use runner::exec::ExecutorExt;
 
 /// The command B6 kills: sleeps in the foreground, in the background, in a
 /// subshell and in a session of their own.

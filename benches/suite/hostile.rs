@@ -31,6 +31,7 @@ use crate::Plan;
 use crate::peers::{Install, Peer, Tool, container_state};
 use crate::stats::Row;
 use crate::sys::{BENCH_LABEL, count_processes, docker_out, run_child};
+use runner::exec::ExecutorExt;
 
 const CHILDREN: &str = "sleep 1000 & sleep 1000";
 const CHILDREN_TIMEOUT: f64 = 2.0;

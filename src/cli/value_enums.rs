@@ -5,8 +5,9 @@ use clap::ValueEnum;
 use clap::builder::PossibleValue;
 
 use crate::approve::ApproveMode;
+use crate::backend_kind::BackendKind;
 use crate::eval::settings::AgentKind;
-use crate::exec::backend::{BackendKind, Network, WorkspaceMode};
+use crate::exec::backend::{Network, WorkspaceMode};
 use crate::exec::shell::ShellMode;
 use crate::model::provider::Provider;
 

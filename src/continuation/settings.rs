@@ -344,7 +344,7 @@ mod tests {
         run.agent.system = Some("be brief".into());
         run.agent.deny = vec!["curl".into()];
         run.agent.base_url = Some("http://127.0.0.1:9".into());
-        run.sandbox.backend = crate::exec::backend::BackendKind::Local;
+        run.sandbox.backend = crate::backend_kind::BackendKind::Local;
         run.sandbox.memory = "512m".into();
         run.sandbox.disk = "unlimited".into();
         run.sandbox.allowed_hosts = vec!["example.com".into()];

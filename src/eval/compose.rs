@@ -7,7 +7,7 @@
 //! override `main`'s keys. Runner reads the same file, keeps of `main`
 //! what shapes the agent's environment (`environment`, `env_file`,
 //! `working_dir`, `user`, and reports `image`/`build` for the caller to
-//! decide on), and runs the sidecars through [`Backend::start_services`]
+//! decide on), and runs the sidecars through [`crate::exec::backend::ServiceHost`]
 //! on a per-attempt internal network.
 //!
 //! What would break the sandbox or cannot be honoured is refused, naming
@@ -276,6 +276,13 @@ pub async fn start(
     if compose.sidecars.is_empty() {
         return Ok(Arc::new(NoServices));
     }
+    let Some(host) = backend.service_host() else {
+        return Err(ExecError::Incapable {
+            backend: backend.capabilities().name,
+            what: "run a task's sidecar services",
+            hint: "docker-compose tasks need --executor docker",
+        });
+    };
     let root = task_dir.canonicalize()?;
     let mut services = Vec::new();
     for s in &compose.sidecars {
@@ -321,9 +328,7 @@ pub async fn start(
             init: s.init,
         });
     }
-    backend
-        .start_services(ServicesSpec { services, ..base })
-        .await
+    host.start_services(ServicesSpec { services, ..base }).await
 }
 
 #[cfg(test)]

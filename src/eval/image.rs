@@ -23,6 +23,9 @@ pub async fn resolve(
         return Err(ExecError::ImageUnavailable {
             image: task.dir.display().to_string(),
             detail: "no [environment].docker_image and no environment/Dockerfile".into(),
+            hint: "give the task's task.toml an [environment] docker_image, or add \
+                   environment/Dockerfile"
+                .into(),
         });
     }
     backend

@@ -35,10 +35,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigBuilder, ConfigError, SandboxOptions};
 use crate::exec::backend::DEFAULT_USER;
-use crate::exec::backend::backend_for;
 use crate::hints::Failure;
 use crate::redact::Redactor;
 use crate::render::Human;
+use crate::runtime::backend_for;
 use crate::terminal::visible;
 use attempt::AttemptCtx;
 use outcome::Attempt;
@@ -477,7 +477,7 @@ fn harbor_meta(
         finished_at: chrono::Utc::now(),
         n_attempts: args.attempts,
         jobs: args.jobs,
-        docker: args.backend == crate::exec::backend::BackendKind::Docker,
+        docker: args.backend == crate::backend_kind::BackendKind::Docker,
         cpus: args.cpus,
         memory_mb: memory_bytes.map(|b| u64::try_from(b / (1 << 20)).unwrap_or(0)),
         agent_timeout_secs: args.agent_timeout_secs,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::task::Task;
+use crate::exec::ExecutorExt;
 use crate::exec::{ExecError, ExecRequest, Executor};
 use crate::trajectory::RunDir;
 

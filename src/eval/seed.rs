@@ -193,7 +193,7 @@ mod tests {
             }
         }
         async fn prepare_image(&self, _: ImageSource<'_>) -> Result<String, ExecError> {
-            Err(ExecError::Unsupported("prepare images"))
+            Err(ExecError::Spawn("the fake prepares no images".into()))
         }
         async fn image_identity(&self, _image: &str) -> Result<Option<String>, ExecError> {
             Ok(Some(self.identity.lock().expect("lock").clone()))
@@ -221,7 +221,7 @@ mod tests {
             })
         }
         async fn start(&self, _: SandboxSpec) -> Result<Arc<dyn Executor>, ExecError> {
-            Err(ExecError::Unsupported("start"))
+            Err(ExecError::Spawn("the fake starts no sandbox".into()))
         }
     }
 

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use super::EvalError;
 use super::task::MAX_TASK_TIMEOUT_SECS;
+use crate::backend_kind::BackendKind;
 use crate::config::AgentOptions;
-use crate::exec::backend::BackendKind;
 
 /// Most further tries `--retry-errors` may ask for.
 pub const MAX_RETRY_ERRORS: u32 = 10;

@@ -9,6 +9,7 @@
 use std::path::Path;
 
 use super::evidence::{Signal, TEST_CONFIG_NAMES};
+use crate::exec::ExecutorExt;
 use crate::exec::{ExecError, Executor};
 use crate::hostfs::ReadDir;
 
@@ -67,7 +68,7 @@ pub async fn signals(sandbox: &dyn Executor, workdir: &str, seed: &SeededConfig)
             // As the host side reads it: lossy UTF-8.
             Ok(data) => Seen::File(String::from_utf8_lossy(&data).into_owned().into_bytes()),
             Err(e) if super::grade::is_absent(&e) => Seen::Absent,
-            Err(ExecError::Unsupported(_)) => return out,
+            Err(ExecError::PathOutside(_)) => return out,
             Err(_) => Seen::Other,
         };
         if now == *before {

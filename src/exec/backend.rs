@@ -7,8 +7,8 @@
 //! `runner eval` use only this; everything that names a container engine
 //! lives under `exec/docker/`.
 //!
-//! A new backend is one module implementing [`Backend`] plus one line in
-//! [`backend_for`].
+//! A new backend is one folder under `exec/` implementing [`Backend`],
+//! plus one line in runner's table of backends (`runtime::backends`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -300,6 +300,15 @@ pub trait Services: Send + Sync {
     async fn stop(&self) -> Result<(), ExecError>;
 }
 
+/// A backend that runs a task's sidecars (docker-compose tasks).
+#[async_trait]
+pub trait ServiceHost: Send + Sync {
+    /// Starts a task's sidecars on a network of their own (see
+    /// [`Services`]); their images must be ready
+    /// ([`Backend::prepare_image`]).
+    async fn start_services(&self, spec: ServicesSpec) -> Result<Arc<dyn Services>, ExecError>;
+}
+
 /// Where an image comes from.
 #[derive(Debug, Clone)]
 pub enum ImageSource<'a> {
@@ -427,13 +436,9 @@ pub trait Backend: Send + Sync {
     /// Starts one sandbox.
     async fn start(&self, spec: SandboxSpec) -> Result<Arc<dyn Executor>, ExecError>;
 
-    /// Starts a task's sidecars on a network of their own (see
-    /// [`Services`]); their images must be ready ([`Self::prepare_image`]).
-    async fn start_services(&self, spec: ServicesSpec) -> Result<Arc<dyn Services>, ExecError> {
-        let _ = spec;
-        Err(ExecError::Unsupported(
-            "run a task's sidecar services (docker-compose tasks need --executor docker)",
-        ))
+    /// Its sidecar services, when it can run a task's ([`ServiceHost`]).
+    fn service_host(&self) -> Option<&dyn ServiceHost> {
+        None
     }
 
     /// The runtime sandboxes will use for `requested` (the backend's
@@ -441,33 +446,5 @@ pub trait Backend: Send + Sync {
     /// the backend cannot say now (each start then reports its own error).
     async fn check_runtime(&self, requested: Option<&str>) -> Result<Option<String>, ExecError> {
         Ok(requested.map(str::to_string))
-    }
-}
-
-/// The backends by name: a new one is a module and a line here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackendKind {
-    /// A hardened container per run (the default).
-    Docker,
-    /// A child process on this host: NOT a sandbox.
-    Local,
-}
-
-impl BackendKind {
-    /// Every backend, for sweeps over all of them.
-    pub const ALL: [BackendKind; 2] = [BackendKind::Docker, BackendKind::Local];
-
-    /// Whether commands run as host processes, seeing the host's paths
-    /// (so the host's PATH and HOME mean something to them).
-    pub fn on_host(self) -> bool {
-        self == BackendKind::Local
-    }
-}
-
-/// The backend of `kind`.
-pub fn backend_for(kind: BackendKind) -> Arc<dyn Backend> {
-    match kind {
-        BackendKind::Docker => Arc::new(super::docker::DockerBackend),
-        BackendKind::Local => Arc::new(super::local::LocalBackend),
     }
 }

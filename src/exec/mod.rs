@@ -108,7 +108,12 @@ pub enum ExecError {
         secs: u64,
     },
     #[error("image '{image}' is not available: {detail}")]
-    ImageUnavailable { image: String, detail: String },
+    ImageUnavailable {
+        image: String,
+        detail: String,
+        /// How it can be had, in the backend's words.
+        hint: String,
+    },
     #[error("the sandbox died: {detail}")]
     SandboxDied { detail: String },
     /// The command's processes could not be killed (or could not be
@@ -131,8 +136,11 @@ pub enum ExecError {
     },
     #[error("workspace: {0}")]
     Workspace(String),
+    /// A file path the sandbox's file work does not reach (a backend
+    /// whose commands see the host's paths holds them to its workdir and
+    /// root): the request is refused, the sandbox still usable.
     #[error("this sandbox cannot {0}")]
-    Unsupported(&'static str),
+    PathOutside(&'static str),
     /// `--shell persistent` needs bash in the sandbox (see [`shell`]).
     #[error("--shell persistent needs bash, which {place} does not have: {detail}")]
     ShellUnavailable { place: &'static str, detail: String },
@@ -153,22 +161,77 @@ pub enum ExecError {
     /// An egress allowlist needs the filtering proxy's image, which is
     /// built locally and never pulled.
     #[error("the egress proxy's image '{image}' is not on the engine")]
-    ProxyImageMissing { image: String },
+    ProxyImageMissing { image: String, hint: String },
     /// The network an allowlisted sandbox's proxy was to reach out through.
     #[error("cannot use egress network '{network}': {detail}")]
-    EgressNetwork { network: String, detail: String },
+    EgressNetwork {
+        network: String,
+        detail: String,
+        hint: String,
+    },
     /// This backend cannot filter a sandbox's egress by host name.
     #[error("the {backend} executor cannot limit a sandbox's network to allowed hosts")]
-    AllowlistUnsupported { backend: &'static str },
+    NoAllowlist { backend: &'static str },
+    /// The backend cannot do what the task needs (build an image, run
+    /// sidecars): said before anything starts, as the backend's
+    /// [`backend::Capabilities`] tell.
+    #[error("the {backend} executor cannot {what}")]
+    Incapable {
+        backend: &'static str,
+        what: &'static str,
+        hint: &'static str,
+    },
+}
+
+/// Whose doing an [`ExecError`] can be, once the agent's files and
+/// processes are in the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The sandbox's content may have caused it (a sandbox the agent's
+    /// code killed, content the sandbox refused to move, processes that
+    /// would not die, an engine error while handling that content):
+    /// counted against the agent, conservatively.
+    Agent,
+    /// What the task asks for is not to be had (its image, an allowlist
+    /// or sidecars on a backend without them, a shell its image lacks).
+    Task,
+    /// The host or the engine failed, or is not set up for it; never the
+    /// agent's doing.
+    Infrastructure,
 }
 
 impl ExecError {
     /// Whether the sandbox can still run commands after this error: only
-    /// a command that could not start (or a refused request) leaves it
+    /// a command that could not start (or a path refused) leaves it
     /// usable; an engine or host failure, a dead or unrecoverable sandbox
     /// ends the run.
     pub fn sandbox_usable(&self) -> bool {
-        matches!(self, ExecError::Spawn(_) | ExecError::Unsupported(_))
+        matches!(self, ExecError::Spawn(_) | ExecError::PathOutside(_))
+    }
+
+    /// Whose doing it can be (see [`Fault`]).
+    pub fn fault(&self) -> Fault {
+        match self {
+            ExecError::EngineUnavailable { .. }
+            | ExecError::RuntimeUnavailable { .. }
+            | ExecError::RuntimeWithoutNetwork { .. }
+            | ExecError::ProxyImageMissing { .. }
+            | ExecError::EgressNetwork { .. }
+            | ExecError::RemappedWorkspace { .. } => Fault::Infrastructure,
+            ExecError::ImageUnavailable { .. }
+            | ExecError::NoAllowlist { .. }
+            | ExecError::Incapable { .. }
+            | ExecError::ShellUnavailable { .. } => Fault::Task,
+            ExecError::Spawn(_)
+            | ExecError::Io(_)
+            | ExecError::Engine { .. }
+            | ExecError::EngineTimeout { .. }
+            | ExecError::SandboxDied { .. }
+            | ExecError::Unrecoverable { .. }
+            | ExecError::Refused(_)
+            | ExecError::Workspace(_)
+            | ExecError::PathOutside(_) => Fault::Agent,
+        }
     }
 
     /// True when no further command can run (see [`Self::sandbox_usable`]).
@@ -181,21 +244,15 @@ impl ExecError {
         match self {
             ExecError::EngineUnavailable { hint, .. }
             | ExecError::RuntimeUnavailable { hint, .. }
-            | ExecError::RuntimeWithoutNetwork { hint, .. } => Some(hint.clone()),
-            ExecError::ProxyImageMissing { .. } => Some(
-                "build it with `make sandbox-image` (or `sudo bash sandbox/build-proxy.sh`)"
-                    .to_string(),
-            ),
-            ExecError::EgressNetwork { .. } => Some(
-                "give --egress-network the name of an existing, non-internal network \
-                 (`docker network ls`), or leave it out to use the engine's bridge"
-                    .to_string(),
-            ),
-            ExecError::AllowlistUnsupported { .. } => Some(
+            | ExecError::RuntimeWithoutNetwork { hint, .. }
+            | ExecError::ImageUnavailable { hint, .. }
+            | ExecError::ProxyImageMissing { hint, .. }
+            | ExecError::EgressNetwork { hint, .. } => Some(hint.clone()),
+            ExecError::NoAllowlist { .. } => Some(
                 "use --executor docker for --allow-host (or a task's network_mode = \"allowlist\")"
                     .to_string(),
             ),
-            ExecError::ImageUnavailable { image, .. } => Some(image_hint(image)),
+            ExecError::Incapable { hint, .. } => Some(hint.to_string()),
             // Giving the directory to the range is no way out: a directory
             // not owned by the person running runner is refused (workspace.rs).
             ExecError::RemappedWorkspace { .. } => Some(
@@ -209,21 +266,6 @@ impl ExecError {
             _ => None,
         }
     }
-}
-
-/// How to make `image` available to the engine: runner's own images are
-/// built from its checkout; any other comes from a registry, a saved
-/// archive or a Dockerfile (`make sandbox-image` builds none of those).
-pub fn image_hint(image: &str) -> String {
-    if image.starts_with("runner-sandbox:") {
-        return format!(
-            "build {image} with `make sandbox-image` in runner's checkout (from Debian packages; no registry needed)"
-        );
-    }
-    format!(
-        "make it available to this engine: `docker pull {image}` where a registry is reachable, \
-         `docker load -i FILE.tar` for a saved image, or `docker build -t {image} DIR`"
-    )
 }
 
 /// Variables of the runner's environment a command may see; everything else
@@ -282,127 +324,90 @@ impl std::ops::Deref for FsChanges {
     }
 }
 
+/// What a started sandbox is, fixed for its life: reported by
+/// [`Executor::info`] and recorded in `run_started`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SandboxInfo {
+    /// Short name for messages and the trajectory ("local", "docker").
+    pub kind: &'static str,
+    /// The working directory commands start in, as the command sees it.
+    pub workdir: String,
+    /// For a backend whose commands see the host's paths: the directory
+    /// under which the sandbox's absolute paths (a task's /tests, /logs,
+    /// /solution) live, so nothing lands in the host's root (see
+    /// [`SandboxInfo::path`]); `None` in a sandbox with a filesystem of
+    /// its own.
+    pub root: Option<std::path::PathBuf>,
+    /// What confines commands, as read from the engine and the sandbox;
+    /// `None` when nothing does.
+    pub security: Option<serde_json::Value>,
+    /// Every way this sandbox is weaker than the default one, one line
+    /// each, as it was actually started.
+    pub loosenings: Vec<String>,
+}
+
+impl SandboxInfo {
+    /// Where the absolute sandbox path `path` is, as commands in this
+    /// sandbox name it (see [`SandboxInfo::root`]).
+    pub fn path(&self, path: &str) -> String {
+        match &self.root {
+            Some(root) if path.starts_with('/') => root
+                .join(path.trim_start_matches('/'))
+                .display()
+                .to_string(),
+            _ => path.to_string(),
+        }
+    }
+}
+
+/// Who owns what [`Executor::upload`] puts in the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// The sandbox's user (the agent's files).
+    User,
+    /// Root, made as root (a task's /tests and /solution, which the
+    /// agent's user must not be able to change); a backend without users
+    /// uploads as its only one.
+    Root,
+}
+
+/// What [`Executor::close`] does with the sandbox's changes to the
+/// workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// Handed back (a run's, an agent's).
+    Keep,
+    /// Dropped (a verifier's).
+    Discard,
+}
+
 /// A sandbox: where tool calls run. The loop and eval know only this (and
-/// [`backend::Backend`], which starts one).
+/// [`backend::Backend`], which starts one), in the shape of Harbor's
+/// environment: a handful of operations every backend has, and the
+/// optional ones asked for through [`Executor::extras`], never answered
+/// with an error at run time.
 #[async_trait]
 pub trait Executor: Send + Sync {
-    /// Short name for messages and the trajectory ("local", "docker").
-    fn kind(&self) -> &'static str;
+    /// What this sandbox is.
+    fn info(&self) -> &SandboxInfo;
 
-    /// The working directory commands start in, as the command sees it.
-    fn workdir(&self) -> String;
-
-    /// Where the absolute sandbox path `path` (as tasks name them:
-    /// /tests, /logs, /solution) is, as commands in this sandbox name it:
-    /// itself in a sandbox with a filesystem of its own; under a
-    /// directory of the sandbox's for a backend whose commands see the
-    /// host's (so nothing lands in the host's root).
-    fn path(&self, path: &str) -> String {
-        path.to_string()
-    }
+    /// What it can do beyond this contract.
+    fn extras(&self) -> Extras<'_>;
 
     /// Runs one command to completion, timeout or cancellation. With
     /// `--shell persistent` the command starts from the working directory
     /// and exported variables the calls before it left (see [`shell`]).
     async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError>;
 
-    /// Runs one command as `user` (`(uid, gid)`, root included) rather
-    /// than the sandbox's user, with no capabilities and no supplementary
-    /// group but `gid`, otherwise as [`Executor::execute`] does: the same
-    /// environment (HOME included: set another in the command if it
-    /// matters), workdir, limits and timeout, and at its end, timeout or
-    /// cancellation what it left running is killed, whatever uid it runs
-    /// as (kept only when the sandbox keeps background work, as for any
-    /// command). With `--shell persistent` it is a fresh command: it
-    /// neither sees nor changes the shell's state. A backend that cannot
-    /// switch users refuses, as this default does.
-    async fn execute_as(
-        &self,
-        user: (u32, u32),
-        req: ExecRequest,
-    ) -> Result<ExecOutput, ExecError> {
-        let _ = (user, req);
-        Err(ExecError::Unsupported("run a command as another user"))
-    }
-
-    /// The sandbox's last command (a verifier's test.sh): runs `req` as
-    /// `user` like [`Executor::execute_as`]; with `switch_user` it keeps
-    /// CAP_SETUID and CAP_SETGID, so it can run code as yet another user
-    /// (`setpriv`), and root's file capabilities under the ceiling (CHOWN,
-    /// DAC_OVERRIDE, FOWNER, FSETID; never DAC_READ_SEARCH, see
-    /// `docker::CAPABILITY_CEILING`); never CAP_KILL.
-    /// When it exits, every other process in the sandbox is killed by the
-    /// sandbox itself before the exit is reported, so nothing it or the
-    /// agent left running can write anything afterwards. The default runs
-    /// it, then [`Executor::kill_all`].
-    async fn execute_final(
-        &self,
-        user: (u32, u32),
-        switch_user: bool,
-        req: ExecRequest,
-    ) -> Result<ExecOutput, ExecError> {
-        let _ = switch_user;
-        let out = match self.execute_as(user, req.clone()).await {
-            Err(ExecError::Unsupported(_)) => self.execute(req).await?,
-            r => r?,
-        };
-        match self.kill_all().await {
-            Ok(()) | Err(ExecError::Unsupported(_)) => Ok(out),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Kills every process in the sandbox (the sandbox user's, root's,
-    /// any uid's) except runner's own supervisor, and returns once they
-    /// are gone (a bounded wait; processes that survive it make the
-    /// sandbox unrecoverable). The sandbox still runs commands after it.
-    async fn kill_all(&self) -> Result<(), ExecError> {
-        Err(ExecError::Unsupported("kill every process it runs"))
-    }
-
-    /// The processes running in the sandbox, read from `/proc` by runner's
-    /// own helper (never the sandbox's `ps`), without runner's supervisor
-    /// and the helper itself; zombies are left out.
-    async fn processes(&self) -> Result<Vec<ProcessInfo>, ExecError> {
-        Err(ExecError::Unsupported("list its processes"))
-    }
-
-    /// Drops the persistent shell's state: the next command starts in the
-    /// workdir with the sandbox's environment, as the first one did (the
-    /// `restart` of Anthropic's bash tool). With `--shell fresh` there is
-    /// nothing to drop and it succeeds; a backend that cannot keep a
-    /// persistent shell refuses it, as this default does.
-    async fn restart_shell(&self) -> Result<(), ExecError> {
-        Err(ExecError::Unsupported("restart a persistent shell"))
-    }
-
-    /// What confines commands, as read from the engine and the sandbox
-    /// (recorded in `run_started`); `None` when nothing does.
-    fn sandbox_security(&self) -> Option<serde_json::Value> {
-        None
-    }
-
-    /// Every way this sandbox is weaker than the default one, one line
-    /// each, as it was actually started (recorded in `run_started`).
-    fn loosenings(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     /// Copies the content of the host directory `host` into the directory
     /// `dest` of the sandbox (made when missing), links kept as links and
-    /// never followed, owned by the sandbox's user.
-    async fn upload_dir(&self, host: &std::path::Path, dest: &str) -> Result<(), ExecError>;
-
-    /// [`Executor::upload_dir`], but owned by root and made as root (a
-    /// task's /tests and /solution, which the agent's user must not be
-    /// able to change); a backend without users uploads as its only one.
-    async fn upload_dir_as_root(
+    /// never followed, owned by `owner`.
+    async fn upload(
         &self,
         host: &std::path::Path,
         dest: &str,
-    ) -> Result<(), ExecError> {
-        self.upload_dir(host, dest).await
-    }
+        owner: Owner,
+    ) -> Result<(), ExecError>;
 
     /// The content of the regular file `path` in the sandbox, at most
     /// `max_bytes`: a bigger file is refused, never cut.
@@ -422,58 +427,151 @@ pub trait Executor: Send + Sync {
         max_bytes: u64,
     ) -> Result<(), ExecError>;
 
+    /// Releases everything the executor holds (containers, processes) and
+    /// hands the workspace back, or drops the sandbox's changes to it
+    /// ([`Work`]). Idempotent; called on every exit path.
+    async fn close(&self, work: Work) -> Result<(), ExecError>;
+}
+
+/// The optional operations of a sandbox, each present when its backend
+/// has it: a caller asks here first and takes its own way without.
+#[derive(Clone, Copy, Default)]
+pub struct Extras<'a> {
+    /// Commands as another user (the verifier's).
+    pub users: Option<&'a dyn Users>,
+    /// The sandbox's process table: listed and killed as a whole.
+    pub processes: Option<&'a dyn Processes>,
+    /// A persistent shell's state that can be dropped.
+    pub shell: Option<&'a dyn ShellState>,
+    /// The filesystem's changes against the image (tamper evidence).
+    pub changes: Option<&'a dyn FsChangesOf>,
+    /// The filesystem saved as an image.
+    pub snapshots: Option<&'a dyn Snapshots>,
+}
+
+/// Commands as another user than the sandbox's.
+#[async_trait]
+pub trait Users: Send + Sync {
+    /// Runs one command as `user` (`(uid, gid)`, root included) rather
+    /// than the sandbox's user, with no capabilities and no supplementary
+    /// group but `gid`, otherwise as [`Executor::execute`] does: the same
+    /// environment (HOME included: set another in the command if it
+    /// matters), workdir, limits and timeout, and at its end, timeout or
+    /// cancellation what it left running is killed, whatever uid it runs
+    /// as (kept only when the sandbox keeps background work, as for any
+    /// command). With `--shell persistent` it is a fresh command: it
+    /// neither sees nor changes the shell's state.
+    async fn execute_as(&self, user: (u32, u32), req: ExecRequest)
+    -> Result<ExecOutput, ExecError>;
+
+    /// The sandbox's last command (a verifier's test.sh): runs `req` as
+    /// `user` like [`Users::execute_as`]; with `switch_user` it keeps
+    /// CAP_SETUID and CAP_SETGID, so it can run code as yet another user
+    /// (`setpriv`), and root's file capabilities under the ceiling (CHOWN,
+    /// DAC_OVERRIDE, FOWNER, FSETID; never DAC_READ_SEARCH, see
+    /// `docker::CAPABILITY_CEILING`); never CAP_KILL.
+    /// When it exits, every other process in the sandbox is killed by the
+    /// sandbox itself before the exit is reported, so nothing it or the
+    /// agent left running can write anything afterwards.
+    async fn execute_final(
+        &self,
+        user: (u32, u32),
+        switch_user: bool,
+        req: ExecRequest,
+    ) -> Result<ExecOutput, ExecError>;
+}
+
+/// The sandbox's processes, whoever started them.
+#[async_trait]
+pub trait Processes: Send + Sync {
+    /// The processes running in the sandbox, read from `/proc` by runner's
+    /// own helper (never the sandbox's `ps`), without runner's supervisor
+    /// and the helper itself; zombies are left out.
+    async fn processes(&self) -> Result<Vec<ProcessInfo>, ExecError>;
+
+    /// Kills every process in the sandbox (the sandbox user's, root's,
+    /// any uid's) except runner's own supervisor, and returns once they
+    /// are gone (a bounded wait; processes that survive it make the
+    /// sandbox unrecoverable). The sandbox still runs commands after it.
+    async fn kill_all(&self) -> Result<(), ExecError>;
+}
+
+/// A persistent shell (`--shell persistent`).
+#[async_trait]
+pub trait ShellState: Send + Sync {
+    /// Drops the persistent shell's state: the next command starts in the
+    /// workdir with the sandbox's environment, as the first one did (the
+    /// `restart` of Anthropic's bash tool). With `--shell fresh` there is
+    /// nothing to drop and it succeeds.
+    async fn restart_shell(&self) -> Result<(), ExecError>;
+}
+
+/// What a sandbox changed in its filesystem.
+#[async_trait]
+pub trait FsChangesOf: Send + Sync {
     /// What the sandbox changed in its filesystem compared with its image
     /// (tamper evidence for grading), bounded by [`MAX_FS_CHANGES`].
-    async fn changes(&self) -> Result<FsChanges, ExecError> {
-        Err(ExecError::Unsupported(
-            "list the sandbox's filesystem changes",
-        ))
-    }
+    async fn changes(&self) -> Result<FsChanges, ExecError>;
+}
 
+/// A sandbox's filesystem saved as an image.
+#[async_trait]
+pub trait Snapshots: Send + Sync {
     /// Saves the sandbox's filesystem (without its mounts: the workspace
     /// is not in it) as an image a new sandbox can start from; returns its
     /// reference. Nothing of the sandbox's processes is in it. The caller
     /// removes it with [`backend::Backend::remove_image`].
-    async fn snapshot(&self) -> Result<String, ExecError> {
-        Err(ExecError::Unsupported("snapshot its filesystem"))
+    async fn snapshot(&self) -> Result<String, ExecError>;
+}
+
+type Done<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ExecError>> + Send + 'a>>;
+
+/// Shorthands over [`Executor`], for every executor.
+pub trait ExecutorExt: Executor {
+    /// [`SandboxInfo::kind`].
+    fn kind(&self) -> &'static str {
+        self.info().kind
     }
-
-    /// Releases everything the executor holds (containers, processes) and
-    /// hands the workspace back. Idempotent; called on every exit path.
-    async fn shutdown(&self) -> Result<(), ExecError>;
-
-    /// Like [`Executor::shutdown`], but the sandbox's changes to the
-    /// workspace are dropped (a verifier's). Idempotent.
-    async fn discard(&self) -> Result<(), ExecError> {
-        self.shutdown().await
+    /// [`SandboxInfo::workdir`].
+    fn workdir(&self) -> String {
+        self.info().workdir.clone()
+    }
+    /// [`SandboxInfo::path`].
+    fn path(&self, path: &str) -> String {
+        self.info().path(path)
+    }
+    /// [`SandboxInfo::loosenings`].
+    fn loosenings(&self) -> Vec<String> {
+        self.info().loosenings.clone()
+    }
+    /// [`SandboxInfo::security`].
+    fn sandbox_security(&self) -> Option<serde_json::Value> {
+        self.info().security.clone()
+    }
+    /// [`Executor::upload`] owned by the sandbox's user.
+    fn upload_dir<'a>(&'a self, host: &'a std::path::Path, dest: &'a str) -> Done<'a> {
+        self.upload(host, dest, Owner::User)
+    }
+    /// [`Executor::upload`] owned by root.
+    fn upload_dir_as_root<'a>(&'a self, host: &'a std::path::Path, dest: &'a str) -> Done<'a> {
+        self.upload(host, dest, Owner::Root)
+    }
+    /// [`Executor::close`], keeping the work.
+    fn shutdown(&self) -> Done<'_> {
+        self.close(Work::Keep)
+    }
+    /// [`Executor::close`], dropping the work.
+    fn discard(&self) -> Done<'_> {
+        self.close(Work::Discard)
     }
 }
+
+impl<T: Executor + ?Sized> ExecutorExt for T {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_missing_image_is_told_how_it_can_be_had() {
-        let own = ExecError::ImageUnavailable {
-            image: "runner-sandbox:bookworm".into(),
-            detail: "gone".into(),
-        };
-        let own = own.hint().unwrap_or_default();
-        assert!(own.contains("make sandbox-image"), "{own}");
-        let theirs = ExecError::ImageUnavailable {
-            image: "ubuntu".into(),
-            detail: "gone".into(),
-        };
-        let theirs = theirs.hint().unwrap_or_default();
-        assert!(
-            theirs.contains("`docker pull ubuntu`")
-                && theirs.contains("docker load -i")
-                && theirs.contains("docker build -t ubuntu"),
-            "{theirs}"
-        );
-        assert!(!theirs.contains("sandbox-image"), "{theirs}");
-    }
 
     #[test]
     fn the_background_note_counts_in_the_right_number() {

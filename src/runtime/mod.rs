@@ -8,6 +8,7 @@
 //! prints but warnings, the REPL's prompt and a run's last lines; the
 //! front ends (`app`, `continuation`, `eval`) choose the task source.
 
+pub mod backends;
 pub mod error;
 pub mod header;
 pub mod models;
@@ -18,6 +19,7 @@ pub mod sandbox;
 pub mod session;
 pub mod signals;
 
+pub use backends::backend_for;
 pub use error::RunError;
 pub use header::{Enforced, EvalPart, RunHeader, StartedConfig};
 pub use models::build_model;

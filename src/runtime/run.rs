@@ -16,9 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Enforced, RunError, RunHeader, Session, StartedConfig};
 use crate::agent::{Conversation, RunEnd};
+use crate::backend_kind::BackendKind;
 use crate::config::Config;
 use crate::event::{Event, Outcome};
-use crate::exec::backend::BackendKind;
+use crate::exec::ExecutorExt;
 use crate::exec::{ExecError, Executor};
 use crate::model::Model;
 use crate::redact::Redactor;

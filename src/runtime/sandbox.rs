@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use super::backend_for;
 use crate::config::Config;
-use crate::exec::backend::{Backend, SandboxSpec, WorkspaceSpec, backend_for};
+use crate::exec::backend::{Backend, SandboxSpec, WorkspaceSpec};
 use crate::redact::Redactor;
 use crate::workspace::Workspace;
 

@@ -11,6 +11,7 @@ use crate::agent::{Agent, AgentSettings, Conversation, Limits, RunEnd};
 use crate::config::{Config, ToolKind};
 use crate::event::{Event, Sink};
 use crate::exec::Executor;
+use crate::exec::ExecutorExt;
 use crate::hostfs::OutputDir;
 use crate::model::provider::Provider;
 use crate::model::{Model, Usage};

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::policy::Policy;
 use super::{Tool, ToolContext, ToolOutcome};
+use crate::exec::ExecutorExt;
 use crate::exec::shell::ShellMode;
 use crate::exec::{ExecError, ExecOutput, ExecRequest, Executor};
 use crate::model::ToolSpec;
@@ -111,7 +112,12 @@ impl BashTool {
 
     /// Drops the persistent shell's state.
     async fn restart(&self, with_command: bool) -> ToolOutcome {
-        match self.executor.restart_shell().await {
+        let Some(shell) = self.executor.extras().shell else {
+            return ToolOutcome::error(
+                "error: this sandbox has no shell to restart: each command starts afresh",
+            );
+        };
+        match shell.restart_shell().await {
             Ok(()) if with_command => ToolOutcome {
                 content: format!(
                     "{RESTARTED} The command was not run: send it again without 'restart'."

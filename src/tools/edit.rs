@@ -23,6 +23,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolOutcome};
+use crate::exec::ExecutorExt;
 use crate::exec::{ExecError, ExecOutput, ExecRequest, Executor};
 use crate::model::ToolSpec;
 use input::{Command, description, input_schema, parse};

@@ -14,7 +14,7 @@ use super::bash::{BashSettings, BashTool};
 use super::policy::Policy;
 use super::{Registry, ToolContext};
 use crate::arbitrary_json::{deep, json, string, tool_input};
-use crate::exec::{ExecError, ExecOutput, ExecRequest, Executor};
+use crate::exec::{ExecError, ExecOutput, ExecRequest, Executor, Extras, Owner, SandboxInfo, Work};
 use crate::model::ToolCall;
 
 const MAX_TIMEOUT: Duration = Duration::from_secs(37);
@@ -25,14 +25,26 @@ struct Recorder {
     timeouts: Mutex<Vec<Duration>>,
 }
 
+/// What [`Recorder`] says it is.
+static INFO: std::sync::LazyLock<SandboxInfo> = std::sync::LazyLock::new(|| SandboxInfo {
+    kind: "recorder",
+    workdir: "/workspace".into(),
+    ..SandboxInfo::default()
+});
+
+/// The refusal of every file operation: this sandbox has no files.
+fn no_files() -> ExecError {
+    ExecError::PathOutside("reach files (it only records timeouts)")
+}
+
 #[async_trait]
 impl Executor for Recorder {
-    fn kind(&self) -> &'static str {
-        "recorder"
+    fn info(&self) -> &SandboxInfo {
+        &INFO
     }
 
-    fn workdir(&self) -> String {
-        "/workspace".into()
+    fn extras(&self) -> Extras<'_> {
+        Extras::default()
     }
 
     async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError> {
@@ -46,28 +58,23 @@ impl Executor for Recorder {
         })
     }
 
-    async fn upload_dir(&self, _host: &std::path::Path, _dest: &str) -> Result<(), ExecError> {
-        Err(ExecError::Unsupported("upload files"))
+    async fn upload(&self, _: &std::path::Path, _: &str, _: Owner) -> Result<(), ExecError> {
+        Err(no_files())
     }
 
     async fn read_file(&self, _path: &str, _max: u64) -> Result<Vec<u8>, ExecError> {
-        Err(ExecError::Unsupported("read files"))
+        Err(no_files())
     }
 
     async fn write_file(&self, _path: &str, _data: &[u8]) -> Result<(), ExecError> {
-        Err(ExecError::Unsupported("write files"))
+        Err(no_files())
     }
 
-    async fn download_dir(
-        &self,
-        _src: &str,
-        _host: &std::path::Path,
-        _max: u64,
-    ) -> Result<(), ExecError> {
-        Err(ExecError::Unsupported("download files"))
+    async fn download_dir(&self, _: &str, _: &std::path::Path, _: u64) -> Result<(), ExecError> {
+        Err(no_files())
     }
 
-    async fn shutdown(&self) -> Result<(), ExecError> {
+    async fn close(&self, _: Work) -> Result<(), ExecError> {
         Ok(())
     }
 }

@@ -5,11 +5,10 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use runner::exec::Executor;
-
 use crate::support::docker::{BOOKWORM, require_images};
 use crate::support::executor::*;
 use crate::support::serial::serial;
+use runner::exec::ExecutorExt;
 
 const PROBE: &str = include_str!("../../sandbox/probe.sh");
 const CANARY_VAR: &str = "RUNNER_TEST_CANARY_SECRET";

@@ -15,6 +15,7 @@ use runner::exec::{ExecError, Executor};
 use crate::support::docker::{TINY, host_name};
 use crate::support::executor::*;
 use crate::support::serial::serial;
+use runner::exec::ExecutorExt;
 
 /// Sets DOCKER_HOST for the duration of a test (callers hold the lock).
 struct DockerHost;

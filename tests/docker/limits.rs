@@ -7,6 +7,7 @@ use runner::exec::Executor;
 
 use crate::support::executor::*;
 use crate::support::serial::serial;
+use runner::exec::ExecutorExt;
 
 #[tokio::test]
 async fn timeout_kills_every_process_and_container_serves_next_call() {

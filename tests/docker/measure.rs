@@ -63,7 +63,7 @@ async fn measure_overhead() {
         let t = Instant::now();
         let ex = start(c).await;
         run(&ex, "true", 10.0).await;
-        use runner::exec::Executor;
+        use runner::exec::ExecutorExt;
         ex.shutdown().await.unwrap();
         life.push(t.elapsed());
         drop(ex);

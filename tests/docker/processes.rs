@@ -2,10 +2,12 @@
 //! process (of any uid) but runner's supervisor and its own helper,
 //! `kill_all` leaves nothing else running, and the sandbox serves on.
 
-use runner::exec::{Executor, ProcessInfo};
+use runner::exec::ProcessInfo;
 
 use crate::support::executor::{cfg, docker, finish, req, run, start};
 use crate::support::serial::serial;
+use runner::exec::Processes;
+use runner::exec::Users;
 
 fn sleeps(procs: &[ProcessInfo]) -> Vec<(u32, String)> {
     let mut v: Vec<(u32, String)> = procs

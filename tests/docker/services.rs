@@ -11,15 +11,17 @@ use std::time::Duration;
 
 use bollard::Docker;
 use runner::eval::compose;
+use runner::exec::ExecError;
 use runner::exec::backend::{
     Backend, SandboxSpec, ServiceHealthcheck, ServiceSpec, Services, ServicesSpec,
 };
 use runner::exec::docker::{DockerBackend, DockerServices, LABEL_SERVICE, gc};
-use runner::exec::{ExecError, Executor};
 
 use crate::support::docker::{TINY, test_runtime, test_runtime_forces_no_network};
 use crate::support::executor::*;
 use crate::support::serial::serial;
+use runner::exec::ExecutorExt;
+use runner::exec::backend::ServiceHost;
 
 /// A sidecar serving `pong` over HTTP on port 8080, healthy once it answers.
 fn web(name: &str) -> ServiceSpec {

@@ -7,16 +7,18 @@ use std::collections::HashMap;
 
 use bollard::models::{ContainerConfig, ContainerCreateBody};
 use bollard::query_parameters::{CommitContainerOptionsBuilder, CreateContainerOptionsBuilder};
+use runner::exec::ChangeKind;
 use runner::exec::backend::Backend;
 use runner::exec::docker::{
     DockerBackend, LABEL_CREATED, LABEL_EXPIRES, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID,
     LABEL_OWNER_START, LABEL_RUN_ID, LABEL_SNAPSHOT, MANAGED_VALUE, SNAPSHOT_REPO,
 };
-use runner::exec::{ChangeKind, Executor};
 
 use crate::support::docker::TINY;
 use crate::support::executor::*;
 use crate::support::serial::serial;
+use runner::exec::FsChangesOf;
+use runner::exec::Snapshots;
 
 async fn image_exists(d: &bollard::Docker, image: &str) -> bool {
     d.inspect_image(image).await.is_ok()

@@ -18,6 +18,7 @@ use runner::hostfs::{HostDir, OutputDir};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::binary::peak_rss_kib;
+use runner::exec::ExecutorExt;
 
 fn executor(dir: &tempfile::TempDir) -> LocalExecutor {
     LocalExecutor::new(LocalConfig {
@@ -385,7 +386,7 @@ async fn files_stay_in_the_workdir_or_the_sandbox_root() {
         assert!(
             matches!(
                 ex.read_file(outside, 1 << 20).await,
-                Err(ExecError::Unsupported(_))
+                Err(ExecError::PathOutside(_))
             ),
             "{outside} is refused"
         );

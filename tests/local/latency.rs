@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use runner::exec::ExecutorExt;
 use runner::exec::local::{LocalConfig, LocalExecutor};
 use runner::exec::{ExecRequest, Executor};
 use tokio_util::sync::CancellationToken;

@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use runner::exec::ExecutorExt;
+use runner::exec::ShellState;
 use runner::exec::background_killed_note;
 use runner::exec::local::{LocalConfig, LocalExecutor};
 use runner::exec::shell::ShellMode;

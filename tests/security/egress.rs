@@ -4,13 +4,13 @@
 //! name of an allowed server's address, not any address directly. Only the
 //! test's own network and servers are contacted (see `support::egress`).
 
-use runner::exec::Executor;
 use runner::exec::docker::{DockerConfig, EgressSpec};
 
 use crate::support::docker::{BOOKWORM, test_runtime_forces_no_network};
 use crate::support::egress::{ALLOWED_BODY, PROBE, World, exists, results};
 use crate::support::executor::{cfg, docker, run, start};
 use crate::support::serial::serial;
+use runner::exec::ExecutorExt;
 
 /// The DNS probe (see the fixture's comment).
 const DNS_PROBE: &str = include_str!("../fixtures/egress/dns.py");

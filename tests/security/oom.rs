@@ -10,6 +10,7 @@ use crate::support::binary::{Dir, of_type, run as run_cli};
 use crate::support::docker::{BOOKWORM, require_images};
 use crate::support::executor::*;
 use crate::support::serial::serial;
+use runner::exec::ExecutorExt;
 
 /// Allocates (and touches) 1 GiB: far over a 256 MiB limit.
 const HOG: &str = "python3 -c 'b=bytearray(1<<30)'";

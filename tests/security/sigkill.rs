@@ -210,7 +210,7 @@ fn sigkill_at_20_random_points_leaves_no_container_and_no_volume() {
 /// rescue it, although it otherwise ends with the runner.
 #[tokio::test]
 async fn a_failed_copy_back_keeps_the_container_after_the_runner_is_gone() {
-    use runner::exec::Executor;
+    use runner::exec::ExecutorExt;
     use runner::exec::docker::WorkspaceMode;
 
     use crate::support::executor::{cfg, docker, run, start};

@@ -12,6 +12,8 @@ use runner_supervisor::protocol::{HELPER_UID, Reply, SUPERVISOR_UID, encode};
 use crate::support::docker::BOOKWORM;
 use crate::support::executor::{cfg, docker, finish, on_gvisor, run, start, stray_processes};
 use crate::support::serial::serial;
+use runner::exec::ExecutorExt;
+use runner::exec::Users;
 
 /// The sandbox users attacked: uid 1000, root, and root keeping what a
 /// root task needs (`ROOT_TASK_CAPS`: chown, low ports...), as eval's root

@@ -16,6 +16,7 @@ use runner::exec::{ExecOutput, ExecRequest, Executor};
 use tokio_util::sync::CancellationToken;
 
 use super::docker::{TINY, require_docker, test_runtime};
+use runner::exec::ExecutorExt;
 
 /// Passes the preflight, then connects as runner does.
 pub async fn docker() -> Docker {

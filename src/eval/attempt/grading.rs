@@ -15,8 +15,14 @@ pub(super) async fn collect_signals(p: &Prepared, agent: AgentKind) -> Vec<evide
         workdir: Some(&p.workdir),
     };
     let mut signals = Vec::new();
-    match executor.changes().await {
-        Ok(mut changes) => {
+    let extras = executor.extras();
+    let changes = match extras.changes {
+        Some(c) => Some(c.changes().await),
+        None => None,
+    };
+    match changes {
+        None => {}
+        Some(Ok(mut changes)) => {
             let mut own = vec![
                 crate::exec::supervisor::binary::DIR_IN_SANDBOX,
                 crate::exec::docker::CHANNEL_DIR_IN_SANDBOX,
@@ -30,21 +36,24 @@ pub(super) async fn collect_signals(p: &Prepared, agent: AgentKind) -> Vec<evide
             });
             signals.extend(evidence::from_fs_changes(&changes, watched));
         }
-        Err(ExecError::Unsupported(_)) => {}
-        Err(e) => tracing::warn!("cannot list the agent sandbox's changes: {e}"),
+        Some(Err(e)) => tracing::warn!("cannot list the agent sandbox's changes: {e}"),
     }
     signals
         .extend(crate::eval::workdir_config::signals(executor, &p.workdir, &p.seed_config).await);
-    match executor.processes().await {
-        Ok(procs) => {
+    let procs = match extras.processes {
+        Some(p) => Some(p.processes().await),
+        None => None,
+    };
+    match procs {
+        None => {}
+        Some(Ok(procs)) => {
             let procs: Vec<(u32, u32, String)> = procs
                 .into_iter()
                 .map(|p| (p.pid, p.uid, p.cmdline))
                 .collect();
             signals.extend(evidence::from_processes(&procs));
         }
-        Err(ExecError::Unsupported(_)) => {}
-        Err(e) => tracing::warn!("cannot list the agent sandbox's processes: {e}"),
+        Some(Err(e)) => tracing::warn!("cannot list the agent sandbox's processes: {e}"),
     }
     signals
 }
@@ -84,7 +93,7 @@ pub(super) async fn grade(
         }
         GradingMode::Snapshot => {
             stop_agent_processes(p).await;
-            let snap = p.executor.snapshot().await;
+            let snap = snapshot(p.executor.as_ref()).await;
             let removed = p.executor.shutdown().await;
             let snap = snap.map_err(PhaseError::Snapshot)?;
             if let Err(e) = removed {
@@ -145,12 +154,26 @@ pub(super) async fn grade(
     }
 }
 
+/// The agent's sandbox saved as an image, on a backend that can.
+async fn snapshot(sandbox: &dyn Executor) -> Result<String, ExecError> {
+    match sandbox.extras().snapshots {
+        Some(s) => s.snapshot().await,
+        None => Err(ExecError::Incapable {
+            backend: sandbox.kind(),
+            what: "save a sandbox's filesystem as an image",
+            hint: "grade with --grading shared, separate or isolated on this executor",
+        }),
+    }
+}
+
 /// Before the agent's sandbox is copied, committed or removed: nothing of
 /// the agent's may keep writing, nor outlive a sandbox kept for its work.
 pub(super) async fn stop_agent_processes(p: &Prepared) {
-    match p.executor.kill_all().await {
-        Ok(()) | Err(ExecError::Unsupported(_)) => {}
-        Err(e) => tracing::warn!("cannot stop the agent's processes: {e}"),
+    let Some(procs) = p.executor.extras().processes else {
+        return;
+    };
+    if let Err(e) = procs.kill_all().await {
+        tracing::warn!("cannot stop the agent's processes: {e}");
     }
 }
 

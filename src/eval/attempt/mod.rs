@@ -41,7 +41,7 @@ use crate::exec::accounts::{self, Account};
 use crate::exec::backend::{
     Backend, ImageSource, Network, SandboxSpec, Seeded, Services, ServicesSpec,
 };
-use crate::exec::{ExecError, Executor};
+use crate::exec::{ExecError, Executor, ExecutorExt, Fault};
 use crate::redact::Redactor;
 use crate::render::Human;
 use crate::runtime::{
@@ -176,16 +176,7 @@ impl PhaseError {
         // or lacks an image or runtime is surely not the agent's doing;
         // everything else counts against it (conservatively: an error
         // would leave the pass rate).
-        !matches!(
-            exec,
-            ExecError::EngineUnavailable { .. }
-                | ExecError::ImageUnavailable { .. }
-                | ExecError::RuntimeUnavailable { .. }
-                | ExecError::RuntimeWithoutNetwork { .. }
-                | ExecError::ProxyImageMissing { .. }
-                | ExecError::EgressNetwork { .. }
-                | ExecError::AllowlistUnsupported { .. }
-        )
+        exec.fault() == Fault::Agent
     }
 }
 

@@ -42,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{GradeError, TestRun, VERIFIER_PATH, Verdict, run_tests};
 use crate::eval::task::Task;
+use crate::exec::ExecutorExt;
 use crate::exec::backend::{Backend, Network, SandboxSpec, Services, WorkspaceMode, WorkspaceSpec};
 use crate::redact::Redactor;
 use crate::trajectory::RunDir;

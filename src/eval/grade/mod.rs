@@ -33,7 +33,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::task::Task;
-use crate::exec::{ExecError, ExecOutput, ExecRequest, Executor};
+use crate::exec::{ExecError, ExecOutput, ExecRequest, Executor, ExecutorExt};
 use crate::trajectory::RunDir;
 
 /// The verifier's PATH in a fresh sandbox, whatever the image set.
@@ -149,7 +149,7 @@ pub async fn run_tests(t: TestRun<'_>, cancel: &CancellationToken) -> Result<Ver
     // running dies as test.sh exits, before the reward is read: nothing
     // can write it afterwards.
     let user = t.verifier_user.unwrap_or(ROOT);
-    let out = sandbox.execute_final(user, user == ROOT, req).await?;
+    let out = last_command(sandbox, user, user == ROOT, req).await?;
     if let Some(ended) = unfinished(&out, t.timeout)? {
         return Ok(ended);
     }
@@ -459,10 +459,30 @@ async fn as_user(
     user: (u32, u32),
     req: ExecRequest,
 ) -> Result<ExecOutput, ExecError> {
-    match sandbox.execute_as(user, req.clone()).await {
-        Err(ExecError::Unsupported(_)) => sandbox.execute(req).await,
-        r => r,
+    match sandbox.extras().users {
+        Some(users) => users.execute_as(user, req).await,
+        None => sandbox.execute(req).await,
     }
+}
+
+/// The sandbox's last command, `req` as `user` (see
+/// [`crate::exec::Users::execute_final`]); a backend without users runs it
+/// as its only user, then kills what is left when it can.
+async fn last_command(
+    sandbox: &dyn Executor,
+    user: (u32, u32),
+    switch_user: bool,
+    req: ExecRequest,
+) -> Result<ExecOutput, ExecError> {
+    let extras = sandbox.extras();
+    if let Some(users) = extras.users {
+        return users.execute_final(user, switch_user, req).await;
+    }
+    let out = sandbox.execute(req).await?;
+    if let Some(procs) = extras.processes {
+        procs.kill_all().await?;
+    }
+    Ok(out)
 }
 
 /// One of runner's own commands, as root when the sandbox's user is not.

@@ -10,8 +10,8 @@ use super::config::{CONTAINER_WORKDIR, DockerConfig, WorkspaceMode as DockerMode
 use super::engine::EngineInfo;
 use super::{DockerExecutor, build, client, gc, image, seed};
 use crate::exec::backend::{
-    Backend, Capabilities, Cleanup, ImageSource, Network, SandboxSpec, Seeded, Services,
-    ServicesSpec, WorkspaceMode,
+    Backend, Capabilities, Cleanup, ImageSource, Network, SandboxSpec, Seeded, ServiceHost,
+    Services, ServicesSpec, WorkspaceMode,
 };
 use crate::exec::{ExecError, Executor};
 use crate::plural::count_of;
@@ -171,6 +171,9 @@ impl Backend for DockerBackend {
             .map_err(|e| ExecError::ImageUnavailable {
                 image: context.display().to_string(),
                 detail: e.to_string(),
+                hint: "fix the Dockerfile (the build's log says where it failed), or give the \
+                       task an [environment] docker_image"
+                    .into(),
             }),
         }
     }
@@ -210,8 +213,8 @@ impl Backend for DockerBackend {
         Ok(Arc::new(DockerExecutor::start(docker_config(&spec)).await?))
     }
 
-    async fn start_services(&self, spec: ServicesSpec) -> Result<Arc<dyn Services>, ExecError> {
-        Ok(Arc::new(super::DockerServices::start(spec).await?))
+    fn service_host(&self) -> Option<&dyn ServiceHost> {
+        Some(self)
     }
 
     async fn check_runtime(&self, requested: Option<&str>) -> Result<Option<String>, ExecError> {
@@ -223,5 +226,12 @@ impl Backend for DockerBackend {
             return Ok(None);
         };
         Ok(Some(engine.check_runtime(requested, None)?))
+    }
+}
+
+#[async_trait]
+impl ServiceHost for DockerBackend {
+    async fn start_services(&self, spec: ServicesSpec) -> Result<Arc<dyn Services>, ExecError> {
+        Ok(Arc::new(super::DockerServices::start(spec).await?))
     }
 }

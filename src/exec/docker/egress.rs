@@ -456,6 +456,8 @@ async fn proxy_image_present(docker: &Docker) -> Result<(), ExecError> {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) if status_of(&e) == Some(404) => Err(ExecError::ProxyImageMissing {
             image: PROXY_IMAGE.to_string(),
+            hint: "build it with `make sandbox-image` (or `sudo bash sandbox/build-proxy.sh`)"
+                .into(),
         }),
         Ok(Err(e)) => Err(docker_err("inspect image", PROXY_IMAGE, &e)),
         Err(_) => Err(ExecError::EngineTimeout {
@@ -466,6 +468,10 @@ async fn proxy_image_present(docker: &Docker) -> Result<(), ExecError> {
     }
 }
 
+/// What to do about an egress network that cannot be used.
+const EGRESS_NETWORK_HINT: &str = "give --egress-network the name of an existing, non-internal \
+     network (`docker network ls`), or leave it out to use the engine's bridge";
+
 /// The egress network must exist and must not be internal (the proxy
 /// would have no way out).
 async fn check_egress_network(docker: &Docker, via: &str) -> Result<(), ExecError> {
@@ -473,11 +479,13 @@ async fn check_egress_network(docker: &Docker, via: &str) -> Result<(), ExecErro
         Ok(Ok(info)) if info.internal == Some(true) => Err(ExecError::EgressNetwork {
             network: via.to_string(),
             detail: "it is internal: the proxy would have no way out".into(),
+            hint: EGRESS_NETWORK_HINT.into(),
         }),
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) if status_of(&e) == Some(404) => Err(ExecError::EgressNetwork {
             network: via.to_string(),
             detail: "the engine has no such network".into(),
+            hint: EGRESS_NETWORK_HINT.into(),
         }),
         Ok(Err(e)) => Err(docker_err("inspect network", via, &e)),
         Err(_) => Err(ExecError::EngineTimeout {

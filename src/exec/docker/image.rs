@@ -38,6 +38,7 @@ pub async fn ensure_image(docker: &Docker, image: &str) -> Result<(), ExecError>
         .map_err(|detail| ExecError::ImageUnavailable {
             image: image.to_string(),
             detail: format!("it is not on this engine and pulling it failed: {detail}"),
+            hint: image_hint(image),
         })?;
     // A pull that "succeeds" without producing the tag is still a failure.
     call(
@@ -51,7 +52,23 @@ pub async fn ensure_image(docker: &Docker, image: &str) -> Result<(), ExecError>
     .map_err(|e| ExecError::ImageUnavailable {
         image: image.to_string(),
         detail: format!("the pull ended but the engine does not have it: {e}"),
+        hint: image_hint(image),
     })
+}
+
+/// How to make `image` available to the engine: runner's own images are
+/// built from its checkout; any other comes from a registry, a saved
+/// archive or a Dockerfile (`make sandbox-image` builds none of those).
+pub fn image_hint(image: &str) -> String {
+    if image.starts_with("runner-sandbox:") {
+        return format!(
+            "build {image} with `make sandbox-image` in runner's checkout (from Debian packages; no registry needed)"
+        );
+    }
+    format!(
+        "make it available to this engine: `docker pull {image}` where a registry is reachable, \
+         `docker load -i FILE.tar` for a saved image, or `docker build -t {image} DIR`"
+    )
 }
 
 /// Splits `name[:tag][@digest]` into the name and the tag or digest
@@ -148,5 +165,34 @@ mod tests {
             ("127.0.0.1:5000/y".into(), "t".into())
         );
         assert_eq!(s("y@sha256:ab"), ("y".into(), "sha256:ab".into()));
+    }
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_image_is_told_how_it_can_be_had() {
+        let own = ExecError::ImageUnavailable {
+            image: "runner-sandbox:bookworm".into(),
+            detail: "gone".into(),
+            hint: image_hint("runner-sandbox:bookworm"),
+        };
+        let own = own.hint().unwrap_or_default();
+        assert!(own.contains("make sandbox-image"), "{own}");
+        let theirs = ExecError::ImageUnavailable {
+            image: "ubuntu".into(),
+            detail: "gone".into(),
+            hint: image_hint("ubuntu"),
+        };
+        let theirs = theirs.hint().unwrap_or_default();
+        assert!(
+            theirs.contains("`docker pull ubuntu`")
+                && theirs.contains("docker load -i")
+                && theirs.contains("docker build -t ubuntu"),
+            "{theirs}"
+        );
+        assert!(!theirs.contains("sandbox-image"), "{theirs}");
     }
 }

@@ -62,7 +62,10 @@ pub use services::{DockerServices, LABEL_SERVICE};
 pub use snapshot::{LABEL_SNAPSHOT, SNAPSHOT_REPO};
 pub use workspace::recover_disks;
 
-use super::{ExecError, ExecOutput, ExecRequest, Executor, ProcessInfo};
+use super::{
+    ExecError, ExecOutput, ExecRequest, Executor, Extras, FsChanges, FsChangesOf, Owner,
+    ProcessInfo, Processes, SandboxInfo, ShellState, Snapshots, Users, Work,
+};
 use crate::exec::shell::ShellSession;
 use crate::exec::supervisor::run::FileFailure;
 use crate::exec::supervisor::{READY_LIMIT, run as sup_run};
@@ -103,12 +106,13 @@ pub struct DockerExecutor {
     /// The supervisor's direct channel, when there is one (removed with
     /// the executor).
     _channel: Option<channel::Channel>,
-    workdir: String,
+    /// What it is: its workdir, loosenings and (once it runs) what
+    /// confines it.
+    info: SandboxInfo,
     memory_bytes: i64,
     pids_limit: i64,
     nproc: Option<i64>,
     keep_background: bool,
-    loosenings: Vec<String>,
     workspace: Option<Workspace>,
     /// Bytes the workspace may hold; `None`: unbounded.
     disk_bytes: Option<u64>,
@@ -179,8 +183,9 @@ impl DockerExecutor {
                 });
             }
         }
-        self.security =
-            Some(engine::inspect_security(&self.docker, &self.id, engine, seccomp).await?);
+        let security = engine::inspect_security(&self.docker, &self.id, engine, seccomp).await?;
+        self.info.security = serde_json::to_value(&security).ok();
+        self.security = Some(security);
         let info = call(
             "inspect container",
             short(&self.id),
@@ -210,14 +215,15 @@ impl DockerExecutor {
                         &self.docker,
                         &self.id,
                         host,
-                        &self.workdir,
+                        &self.info.workdir,
                         *o,
                         *root_writable,
                     )
                     .await?
                 }
                 None => {
-                    copy::upload_to(&self.docker, &self.id, host, &self.workdir, uid, gid).await?
+                    copy::upload_to(&self.docker, &self.id, host, &self.info.workdir, uid, gid)
+                        .await?
                 }
             }
         }
@@ -295,7 +301,7 @@ impl DockerExecutor {
             memory_bytes: self.memory_bytes,
             pids_limit: self.pids_limit,
             nproc: self.nproc,
-            workdir: &self.workdir,
+            workdir: &self.info.workdir,
             env: &self.env,
             redactor: &self.redactor,
             keep_background,
@@ -349,7 +355,7 @@ impl DockerExecutor {
         }
         if collect && let Some(Workspace::Copy { host, .. }) = &self.workspace {
             let limit = self.disk_bytes.unwrap_or(copy::MAX_COLLECT_BYTES);
-            match copy::download(&self.docker, &self.id, host, &self.workdir, limit).await {
+            match copy::download(&self.docker, &self.id, host, &self.info.workdir, limit).await {
                 Ok(rep) if !rep.skipped.is_empty() => tracing::warn!(
                     skipped = ?rep.skipped,
                     "workspace entries not collected (links out, devices or unsafe paths)"
@@ -372,7 +378,7 @@ impl DockerExecutor {
                              copy the files out with `docker cp {}:{} DIR`, then `runner gc`",
                             short(&self.id),
                             short(&self.id),
-                            self.workdir
+                            self.info.workdir
                         ),
                     });
                 }
@@ -406,111 +412,36 @@ impl DockerExecutor {
 
 #[async_trait]
 impl Executor for DockerExecutor {
-    fn kind(&self) -> &'static str {
-        "docker"
+    fn info(&self) -> &SandboxInfo {
+        &self.info
     }
 
-    fn workdir(&self) -> String {
-        self.workdir.clone()
+    fn extras(&self) -> Extras<'_> {
+        Extras {
+            users: Some(self),
+            processes: Some(self),
+            shell: Some(self),
+            changes: Some(self),
+            snapshots: Some(self),
+        }
     }
 
     async fn execute(&self, req: ExecRequest) -> Result<ExecOutput, ExecError> {
         self.run_command(req, None, false).await
     }
 
-    async fn execute_as(
-        &self,
-        user: (u32, u32),
-        req: ExecRequest,
-    ) -> Result<ExecOutput, ExecError> {
-        self.run_command(req, Some(user), false).await
-    }
-
-    async fn execute_final(
-        &self,
-        user: (u32, u32),
-        switch_user: bool,
-        req: ExecRequest,
-    ) -> Result<ExecOutput, ExecError> {
-        // Not keeping background work: the supervisor kills every process
-        // as the command exits, before it reports the exit.
-        self.run_command_with(req, Some(user), switch_user, false)
-            .await
-    }
-
-    async fn kill_all(&self) -> Result<(), ExecError> {
-        let _turn = self.turn().await?;
-        let stuck = match sup_run::kill_all(&self.lifeline.supervisor).await {
-            Ok(Ok(_)) => return Ok(()),
-            Ok(Err(stuck)) => stuck,
-            Err(e) => return Err(self.died(e).await),
-        };
-        // SIGKILL did not end them inside: the engine's turn, as root
-        // (whose control exec kills every pid but PID 1).
-        match kill::kill_command_processes(&self.docker, &self.id, "0:0", &[], self.pids_limit)
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                let detail = format!("{stuck}; {e}");
-                self.set_unrecoverable(&detail);
-                Err(ExecError::Unrecoverable { detail })
-            }
-        }
-    }
-
-    async fn processes(&self) -> Result<Vec<ProcessInfo>, ExecError> {
-        let _turn = self.turn().await?;
-        match sup_run::processes(&self.lifeline.supervisor).await {
-            Ok(Ok(mut procs)) => {
-                procs.retain(|p| p.pid != self.supervisor_pid);
-                Ok(procs)
-            }
-            Ok(Err(why)) => Err(ExecError::Spawn(format!(
-                "cannot list the processes of container {}: {why}",
-                short(&self.id)
-            ))),
-            Err(e) => Err(self.run_failed(e).await),
-        }
-    }
-
-    fn loosenings(&self) -> Vec<String> {
-        self.loosenings.clone()
-    }
-
-    async fn restart_shell(&self) -> Result<(), ExecError> {
-        let Some(session) = &self.session else {
-            return Ok(());
-        };
-        let _turn = self.turn().await?;
-        session.restart();
-        // What the old shell left running goes with it.
-        match sup_run::kill_all(&self.lifeline.supervisor).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(stuck)) => Err(ExecError::Unrecoverable { detail: stuck }),
-            Err(e) => Err(self.died(e).await),
-        }
-    }
-
-    fn sandbox_security(&self) -> Option<serde_json::Value> {
-        self.security
-            .as_ref()
-            .and_then(|s| serde_json::to_value(s).ok())
-    }
-
-    async fn upload_dir(&self, host: &std::path::Path, dest: &str) -> Result<(), ExecError> {
-        let _turn = self.turn().await?;
-        files::upload_dir(&self.lifeline.supervisor, &self.user, host, dest).await
-    }
-
-    async fn upload_dir_as_root(
+    async fn upload(
         &self,
         host: &std::path::Path,
         dest: &str,
+        owner: Owner,
     ) -> Result<(), ExecError> {
         let _turn = self.turn().await?;
-        let root = Some((0, 0));
-        files::upload_dir_as(&self.lifeline.supervisor, (0, 0), root, host, dest).await
+        let sup = &self.lifeline.supervisor;
+        match owner {
+            Owner::User => files::upload_dir(sup, &self.user, host, dest).await,
+            Owner::Root => files::upload_dir_as(sup, (0, 0), Some((0, 0)), host, dest).await,
+        }
     }
 
     async fn read_file(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>, ExecError> {
@@ -543,22 +474,103 @@ impl Executor for DockerExecutor {
         files::download_dir(&self.lifeline.supervisor, src, host, max_bytes).await
     }
 
-    async fn changes(&self) -> Result<crate::exec::FsChanges, ExecError> {
+    async fn close(&self, work: Work) -> Result<(), ExecError> {
+        self.finish(work == Work::Keep).await
+    }
+}
+
+#[async_trait]
+impl Users for DockerExecutor {
+    async fn execute_as(
+        &self,
+        user: (u32, u32),
+        req: ExecRequest,
+    ) -> Result<ExecOutput, ExecError> {
+        self.run_command(req, Some(user), false).await
+    }
+
+    async fn execute_final(
+        &self,
+        user: (u32, u32),
+        switch_user: bool,
+        req: ExecRequest,
+    ) -> Result<ExecOutput, ExecError> {
+        // Not keeping background work: the supervisor kills every process
+        // as the command exits, before it reports the exit.
+        self.run_command_with(req, Some(user), switch_user, false)
+            .await
+    }
+}
+
+#[async_trait]
+impl Processes for DockerExecutor {
+    async fn processes(&self) -> Result<Vec<ProcessInfo>, ExecError> {
+        let _turn = self.turn().await?;
+        match sup_run::processes(&self.lifeline.supervisor).await {
+            Ok(Ok(mut procs)) => {
+                procs.retain(|p| p.pid != self.supervisor_pid);
+                Ok(procs)
+            }
+            Ok(Err(why)) => Err(ExecError::Spawn(format!(
+                "cannot list the processes of container {}: {why}",
+                short(&self.id)
+            ))),
+            Err(e) => Err(self.run_failed(e).await),
+        }
+    }
+
+    async fn kill_all(&self) -> Result<(), ExecError> {
+        let _turn = self.turn().await?;
+        let stuck = match sup_run::kill_all(&self.lifeline.supervisor).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(stuck)) => stuck,
+            Err(e) => return Err(self.died(e).await),
+        };
+        // SIGKILL did not end them inside: the engine's turn, as root
+        // (whose control exec kills every pid but PID 1).
+        match kill::kill_command_processes(&self.docker, &self.id, "0:0", &[], self.pids_limit)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let detail = format!("{stuck}; {e}");
+                self.set_unrecoverable(&detail);
+                Err(ExecError::Unrecoverable { detail })
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ShellState for DockerExecutor {
+    async fn restart_shell(&self) -> Result<(), ExecError> {
+        let Some(session) = &self.session else {
+            return Ok(());
+        };
+        let _turn = self.turn().await?;
+        session.restart();
+        // What the old shell left running goes with it.
+        match sup_run::kill_all(&self.lifeline.supervisor).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(stuck)) => Err(ExecError::Unrecoverable { detail: stuck }),
+            Err(e) => Err(self.died(e).await),
+        }
+    }
+}
+
+#[async_trait]
+impl FsChangesOf for DockerExecutor {
+    async fn changes(&self) -> Result<FsChanges, ExecError> {
         let _turn = self.turn().await?;
         snapshot::changes(&self.docker, &self.id).await
     }
+}
 
+#[async_trait]
+impl Snapshots for DockerExecutor {
     async fn snapshot(&self) -> Result<String, ExecError> {
         let _turn = self.turn().await?;
         snapshot::commit(&self.docker, &self.id, &self.labels).await
-    }
-
-    async fn shutdown(&self) -> Result<(), ExecError> {
-        self.finish(true).await
-    }
-
-    async fn discard(&self) -> Result<(), ExecError> {
-        self.finish(false).await
     }
 }
 

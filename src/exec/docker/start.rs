@@ -17,9 +17,21 @@ use super::{
     DockerConfig, DockerExecutor, EngineInfo, Kernel, channel, client, egress, gc, image,
     recover_disks, seed, services, user_is_root,
 };
-use crate::exec::ExecError;
 use crate::exec::shell::{ShellMode, ShellSession};
 use crate::exec::supervisor::binary as supervisor_binary;
+use crate::exec::{ExecError, SandboxInfo};
+
+/// What a sandbox of `cfg` is before it runs (what confines it is read
+/// once it does).
+fn info_of(cfg: &DockerConfig, loosenings: Vec<String>) -> SandboxInfo {
+    SandboxInfo {
+        kind: "docker",
+        workdir: cfg.workdir.clone(),
+        root: None,
+        security: None,
+        loosenings,
+    }
+}
 
 impl DockerExecutor {
     /// Validates `cfg`, sweeps abandoned containers, makes sure the image is
@@ -97,14 +109,13 @@ impl DockerExecutor {
             session: (cfg.shell == ShellMode::Persistent)
                 .then(|| ShellSession::new(cfg.workdir.clone())),
             _channel: chan,
-            workdir: cfg.workdir.clone(),
+            info: info_of(&cfg, loosenings),
             memory_bytes: cfg.memory_bytes,
             // The container's own limit, which the kill protocol raises
             // briefly when a fork bomb has filled it.
             pids_limit: container::host_pids_limit(&cfg, kernel),
             nproc: container::command_nproc(&cfg, kernel),
             keep_background: cfg.keep_background,
-            loosenings,
             workspace,
             disk_bytes: cfg.disk_bytes,
             env: container::exec_env(&cfg.env),

@@ -31,7 +31,11 @@ impl Backend for LocalBackend {
     async fn prepare_image(&self, source: ImageSource<'_>) -> Result<String, ExecError> {
         match source {
             ImageSource::Named(name) => Ok(name.to_string()),
-            ImageSource::Build { .. } => Err(ExecError::Unsupported("build images")),
+            ImageSource::Build { .. } => Err(ExecError::Incapable {
+                backend: "local",
+                what: "build images",
+                hint: "use --executor docker for a task with an environment/Dockerfile",
+            }),
         }
     }
 
@@ -49,7 +53,7 @@ impl Backend for LocalBackend {
         // Host processes reach whatever the host reaches: no list of
         // names can be held to.
         if spec.network == Network::Allowlist {
-            return Err(ExecError::AllowlistUnsupported { backend: "local" });
+            return Err(ExecError::NoAllowlist { backend: "local" });
         }
         let workdir = match (&spec.workdir, &spec.workspace) {
             (Some(w), _) => PathBuf::from(w),

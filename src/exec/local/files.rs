@@ -17,7 +17,7 @@ pub fn contained(workdir: &Path, root: Option<&Path>, path: &str) -> Result<Path
         .components()
         .any(|c| matches!(c, std::path::Component::ParentDir))
     {
-        return Err(ExecError::Unsupported(
+        return Err(ExecError::PathOutside(
             "reach files through `..` (commands run on this host)",
         ));
     }
@@ -26,7 +26,7 @@ pub fn contained(workdir: &Path, root: Option<&Path>, path: &str) -> Result<Path
     if in_root || crate::workspace::is_inside(&p, workdir) {
         Ok(p)
     } else {
-        Err(ExecError::Unsupported(
+        Err(ExecError::PathOutside(
             "reach files outside its working directory (commands run on this host)",
         ))
     }

@@ -78,5 +78,9 @@ async fn a_persistent_shell_without_bash_is_refused_at_the_start() {
     assert!(err.hint().unwrap().contains("--shell fresh"));
     // A fresh shell runs with sh.
     let ex = LocalBackend.start(spec(ShellMode::Fresh)).await.unwrap();
-    ex.restart_shell().await.unwrap();
+    let shell = ex
+        .extras()
+        .shell
+        .expect("a local sandbox has a shell to restart");
+    shell.restart_shell().await.unwrap();
 }

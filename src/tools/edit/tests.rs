@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::exec::local::{LocalConfig, LocalExecutor};
+use crate::exec::{Extras, Owner, SandboxInfo, Work};
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -464,36 +465,42 @@ fn the_probe_answer_is_parsed_strictly() {
 /// A sandbox that died: every call fails for good.
 struct Dead;
 
+fn died() -> ExecError {
+    ExecError::SandboxDied {
+        detail: "container exited".into(),
+    }
+}
+
+static DEAD: std::sync::LazyLock<SandboxInfo> = std::sync::LazyLock::new(|| SandboxInfo {
+    kind: "dead",
+    workdir: "/workspace".into(),
+    ..SandboxInfo::default()
+});
+
 #[async_trait]
 impl Executor for Dead {
-    fn kind(&self) -> &'static str {
-        "dead"
+    fn info(&self) -> &SandboxInfo {
+        &DEAD
     }
-    fn workdir(&self) -> String {
-        "/workspace".into()
+    fn extras(&self) -> Extras<'_> {
+        Extras::default()
     }
     async fn execute(&self, _req: ExecRequest) -> Result<ExecOutput, ExecError> {
-        Err(ExecError::SandboxDied {
-            detail: "container exited".into(),
-        })
+        Err(died())
     }
-    async fn upload_dir(&self, _h: &Path, _d: &str) -> Result<(), ExecError> {
-        Err(ExecError::Unsupported("upload files"))
+    async fn upload(&self, _h: &Path, _d: &str, _o: Owner) -> Result<(), ExecError> {
+        Err(died())
     }
     async fn read_file(&self, _p: &str, _m: u64) -> Result<Vec<u8>, ExecError> {
-        Err(ExecError::SandboxDied {
-            detail: "container exited".into(),
-        })
+        Err(died())
     }
     async fn write_file(&self, _p: &str, _d: &[u8]) -> Result<(), ExecError> {
-        Err(ExecError::SandboxDied {
-            detail: "container exited".into(),
-        })
+        Err(died())
     }
     async fn download_dir(&self, _s: &str, _h: &Path, _m: u64) -> Result<(), ExecError> {
-        Err(ExecError::Unsupported("download files"))
+        Err(died())
     }
-    async fn shutdown(&self) -> Result<(), ExecError> {
+    async fn close(&self, _w: Work) -> Result<(), ExecError> {
         Ok(())
     }
 }

@@ -34,7 +34,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::shell::{ShellMode, ShellSession};
 use super::supervisor::run as sup_run;
-use super::{ExecError, ExecOutput, ExecRequest, Executor};
+use super::{
+    ExecError, ExecOutput, ExecRequest, Executor, Extras, Owner, SandboxInfo, ShellState, Work,
+};
 use crate::redact::Redactor;
 pub use backend::LocalBackend;
 use env::{child_env, find_shell};
@@ -60,6 +62,8 @@ pub struct LocalConfig {
 #[derive(Debug)]
 pub struct LocalExecutor {
     workdir: PathBuf,
+    /// What it is (its root included, once given one).
+    info: SandboxInfo,
     shell: PathBuf,
     env: Vec<(OsString, OsString)>,
     redactor: Redactor,
@@ -93,8 +97,14 @@ impl LocalExecutor {
             .map(|(_, v)| v.as_os_str());
         let session = (config.shell == ShellMode::Persistent)
             .then(|| ShellSession::new(config.workdir.display().to_string()));
+        let info = SandboxInfo {
+            kind: "local",
+            workdir: config.workdir.display().to_string(),
+            ..SandboxInfo::default()
+        };
         LocalExecutor {
             workdir: config.workdir,
+            info,
             shell: find_shell(path),
             env,
             redactor: Redactor::default(),
@@ -110,7 +120,7 @@ impl LocalExecutor {
 
     /// Gives the sandbox a root of its own: a new directory under which
     /// the absolute paths tasks name (/tests, /logs, /solution) are
-    /// mapped (see [`Executor::path`]), named to commands by
+    /// mapped (see [`SandboxInfo::path`]), named to commands by
     /// `RUNNER_SANDBOX_ROOT`. The host's own root is never written.
     pub fn with_root(mut self) -> io::Result<LocalExecutor> {
         let root = super::temp_dirs::create(super::temp_dirs::LOCAL_ROOT_PREFIX)?;
@@ -120,6 +130,7 @@ impl LocalExecutor {
         self.env.retain(|(k, _)| k != SANDBOX_ROOT_ENV);
         self.env
             .push((SANDBOX_ROOT_ENV.into(), real.as_os_str().to_os_string()));
+        self.info.root = Some(real.clone());
         self.root = Some((root, real));
         Ok(self)
     }
@@ -161,21 +172,14 @@ impl LocalExecutor {
 
 #[async_trait]
 impl Executor for LocalExecutor {
-    fn kind(&self) -> &'static str {
-        "local"
+    fn info(&self) -> &SandboxInfo {
+        &self.info
     }
 
-    fn workdir(&self) -> String {
-        self.workdir.display().to_string()
-    }
-
-    fn path(&self, path: &str) -> String {
-        match &self.root {
-            Some((_, root)) if path.starts_with('/') => root
-                .join(path.trim_start_matches('/'))
-                .display()
-                .to_string(),
-            _ => path.to_string(),
+    fn extras(&self) -> Extras<'_> {
+        Extras {
+            shell: Some(self),
+            ..Extras::default()
         }
     }
 
@@ -187,8 +191,8 @@ impl Executor for LocalExecutor {
     }
 
     /// `dest` is a path on this host (relative ones are taken from the
-    /// workdir).
-    async fn upload_dir(&self, host: &Path, dest: &str) -> Result<(), ExecError> {
+    /// workdir); everything is runner's user's, whatever `owner` says.
+    async fn upload(&self, host: &Path, dest: &str, _owner: Owner) -> Result<(), ExecError> {
         files::upload_dir(host, self.contained(dest)?).await
     }
 
@@ -204,16 +208,10 @@ impl Executor for LocalExecutor {
         files::download_dir(self.contained(src)?, host, max_bytes).await
     }
 
-    async fn restart_shell(&self) -> Result<(), ExecError> {
-        if let Some(session) = &self.session {
-            session.restart();
-        }
-        Ok(())
-    }
-
     /// Kills the running commands (they report `cancelled`) and what
-    /// earlier ones were allowed to leave running.
-    async fn shutdown(&self) -> Result<(), ExecError> {
+    /// earlier ones were allowed to leave running; the workspace is the
+    /// host's directory, so there is nothing to drop.
+    async fn close(&self, _work: Work) -> Result<(), ExecError> {
         self.closed.store(true, Ordering::SeqCst);
         for cancel in self.live.lock().unwrap_or_else(|e| e.into_inner()).values() {
             cancel.cancel();
@@ -226,6 +224,16 @@ impl Executor for LocalExecutor {
                 // kills what its commands left as it goes.
                 Err(e) => tracing::debug!("the local supervisor is gone: {e}"),
             }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ShellState for LocalExecutor {
+    async fn restart_shell(&self) -> Result<(), ExecError> {
+        if let Some(session) = &self.session {
+            session.restart();
         }
         Ok(())
     }
