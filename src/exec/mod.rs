@@ -1,6 +1,13 @@
-//! The executor seam: where a `bash` tool call actually runs. The loop only
-//! knows this trait; `local` runs a child process on the host, `docker` a
-//! hardened container per run.
+//! The executor seam: where a `bash` tool call actually runs. The loop
+//! and eval know only [`Executor`] (a handful of operations: run a
+//! command, files in and out, close) and the optional operations a
+//! sandbox offers through [`Extras`] ([`Users`], [`Processes`],
+//! [`ShellState`], [`FsChangesOf`], [`Snapshots`]), asked for before
+//! use, never refused at run time. [`ExecError`] names no backend and
+//! says whose doing it can be ([`ExecError::fault`]). Each backend lives
+//! in a folder of its own (`local/`: host processes through runner's
+//! supervisor; `docker/`: a hardened container per run); runner's table
+//! of them is `runtime::backends`.
 
 pub mod accounts;
 pub mod backend;
