@@ -63,9 +63,17 @@ impl Named for ToolChoice {
     }
 }
 
+/// Most characters of a recorded name an error quotes: the name is
+/// whatever the file holds.
+const QUOTED_CHARS: usize = 64;
+
 /// The error of a recorded `name` that is none of `T`'s.
 fn unknown<E: serde::de::Error>(name: &str, why: String) -> E {
-    E::custom(format!("unknown value `{name}`, {why}"))
+    let mut quoted: String = name.chars().take(QUOTED_CHARS).collect();
+    if quoted.len() < name.len() {
+        quoted.push_str("...");
+    }
+    E::custom(format!("unknown value `{quoted}`, {why}"))
 }
 
 /// `#[serde(with = "by_name")]`: a setting recorded by its name, `None`
@@ -163,6 +171,9 @@ mod tests {
         let e = BackendKind::from_name("bogus").expect_err("refused");
         assert_eq!(e, "expected docker, local");
         assert!(Network::from_name("Bridge").is_err(), "names are exact");
+        let long = serde_json::json!({"executor": "x".repeat(10_000)});
+        let e = crate::runtime::RunHeader::read(&long).expect_err("refused");
+        assert!(e.to_string().len() < 300, "{e}");
         assert!(ToolChoice::from_name("a b").is_err());
     }
 }
