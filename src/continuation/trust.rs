@@ -56,6 +56,7 @@ struct Trusted {
     value: fn(&RecordedSettings) -> Option<Value>,
 }
 
+/// One row of [`TRUSTED`].
 const fn row(
     key: &'static str,
     flag: &'static str,
