@@ -4,8 +4,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{Value, json};
-
 use crate::approve::ApproveMode;
 pub use crate::backend_kind::BackendKind;
 pub use crate::exec::ENV_ALLOWLIST;
@@ -570,54 +568,9 @@ impl ConfigBuilder {
 }
 
 impl Config {
-    /// The configuration as recorded in the trajectory: no secrets.
-    pub fn public_json(&self) -> Value {
-        json!({
-            "provider": self.provider.as_str(),
-            "model": self.model,
-            "base_url": self.base_url,
-            "api_key_set": self.api_key.is_some(),
-            "executor": format!("{:?}", self.executor).to_lowercase(),
-            "image": self.sandbox.image,
-            "network": format!("{:?}", self.sandbox.network).to_lowercase(),
-            "allowed_hosts": self.sandbox.allowed_hosts,
-            "egress_network": self.sandbox.egress_network,
-            "cpus": self.sandbox.cpus,
-            "memory_bytes": self.sandbox.memory_bytes,
-            "pids_limit": self.sandbox.pids_limit,
-            "user": self.sandbox.user,
-            "writable_rootfs": self.sandbox.writable_rootfs,
-            "disk_bytes": self.sandbox.disk_bytes,
-            "runtime": self.sandbox.runtime,
-            "seccomp": self.sandbox.seccomp.label(),
-            "keep_background": self.keep_background,
-            "shell": self.shell.as_str(),
-            "timeout_secs": self.timeout.as_secs(),
-            "max_command_timeout_secs": self.max_command_timeout.as_secs(),
-            "model_timeout_secs": self.model_timeout.as_secs(),
-            "max_steps": self.max_steps,
-            "max_time_secs": self.max_time.map(|d| d.as_secs()),
-            "max_cost_usd": self.max_cost_usd,
-            "max_tokens": self.max_tokens,
-            "context_window_tokens": self.context_window_tokens,
-            "context_window_auto": self.context_window_auto,
-            "tool_choice": self.tool_choice.as_ref().map(ToolChoice::as_str),
-            "stream": self.stream,
-            "output_limit_bytes": self.output_limit_bytes,
-            "command_env": self.effective_env().iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
-            "default_deny": self.default_deny,
-            "deny": self.deny,
-            "tools": self.tools.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
-            // For `runner continue`: what the run needs again besides the above.
-            "workspace_mode": format!("{:?}", self.sandbox.workspace_mode).to_lowercase(),
-            "script": self.script.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
-            "system_prompt": self.system_prompt,
-            "approve": self.approve.as_str(),
-        })
-    }
-
-    /// The environment commands get from the runner with this executor.
-    fn effective_env(&self) -> Vec<(String, String)> {
+    /// The environment commands get from the runner with this executor
+    /// (its names are recorded in the run's header).
+    pub fn effective_env(&self) -> Vec<(String, String)> {
         if self.executor.on_host() {
             self.command_env.clone()
         } else {

@@ -19,6 +19,7 @@ use crate::agent::{Conversation, replay};
 use crate::cli::ContinueArgs;
 use crate::hints::Failure;
 use crate::render::Human;
+use crate::runtime::header::RecordedSettings;
 use crate::runtime::{self, Beginning, Open, Run, RunError, TaskSource};
 
 pub use recorded::RecordError;
@@ -70,8 +71,8 @@ async fn continue_run(
     let config = builder.build()?;
     let found = ws.as_ref().err().cloned().into_iter().collect();
     let notes = trust::check(
-        &rec.config,
-        &config.public_json(),
+        &rec.header.settings,
+        &RecordedSettings::of(&config),
         &settings::given(args),
         found,
     )?;

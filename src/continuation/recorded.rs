@@ -36,9 +36,8 @@ pub struct Recorded {
     pub events: Vec<Value>,
     /// Lines that are not JSON objects (a line cut by a kill), left out.
     pub bad_lines: usize,
-    /// The effective configuration of the latest part of the run.
-    pub config: Value,
-    /// The same, read as the header it is.
+    /// The header of the latest part of the run: its effective
+    /// configuration and what it observed, typed.
     pub header: RunHeader,
     /// How the latest part ended; `None`: it has no `run_finished`.
     pub previous_outcome: Option<Outcome>,
@@ -151,16 +150,16 @@ pub fn read(dir: &Path) -> Result<Recorded, RecordError> {
             supported: TRAJECTORY_FORMAT_VERSION,
         });
     }
-    if first["config"].get("eval").is_some() {
+    if crate::runtime::header::is_eval(&first["config"]) {
         return Err(RecordError::EvalAttempt { path });
     }
     let run_id = first["run_id"].as_str().unwrap_or_default().to_string();
-    let mut config = first["config"].clone();
+    let mut config = &first["config"];
     let mut previous_outcome = None;
     for ev in &events {
         match ev["type"].as_str() {
             Some("continuation") => {
-                config = ev["config"].clone();
+                config = &ev["config"];
                 previous_outcome = None;
             }
             Some("run_finished") => {
@@ -171,7 +170,7 @@ pub fn read(dir: &Path) -> Result<Recorded, RecordError> {
             _ => {}
         }
     }
-    let header = RunHeader::read(&config).map_err(|source| RecordError::BadHeader {
+    let header = RunHeader::read(config).map_err(|source| RecordError::BadHeader {
         path: file.clone(),
         source,
     })?;
@@ -180,7 +179,6 @@ pub fn read(dir: &Path) -> Result<Recorded, RecordError> {
         run_id,
         events,
         bad_lines,
-        config,
         header,
         previous_outcome,
     })
@@ -229,7 +227,8 @@ mod tests {
             (r.run_id.as_str(), r.events.len(), r.bad_lines),
             ("r1", 3, 1)
         );
-        assert_eq!(r.config["provider"], "openai");
+        let openai = Some(crate::model::provider::Provider::Openai);
+        assert_eq!(r.header.settings.provider, openai, "the latest part's");
         assert_eq!(r.previous_outcome, None);
 
         write(
@@ -288,8 +287,12 @@ mod tests {
         assert_eq!(r.header.workspace, Some(PathBuf::from("/tmp/ws")));
         assert_eq!(r.header.scratch_workspace, Some(true));
         assert_eq!(r.header.loosenings, Some(Vec::new()));
-        assert_eq!(r.header.settings["max_steps"], 50);
-        assert_eq!(r.header.to_value(), r.config, "nothing lost or added");
+        assert_eq!(r.header.settings.max_steps, Some(50));
+        assert_eq!(
+            r.header.to_value(),
+            r.events[0]["config"],
+            "nothing lost or added"
+        );
 
         // A header whose observed part is not what a runner writes.
         write(
@@ -297,5 +300,18 @@ mod tests {
             r#"{"type":"run_started","run_id":"r","config":{"workspace":["/"]}}"#,
         );
         assert!(matches!(read(d), Err(RecordError::BadHeader { .. })));
+
+        // A setting edited to a value no runner writes: refused, naming it.
+        write(
+            d,
+            r#"{"type":"run_started","run_id":"r","config":{"provider":"scripted","network":5}}"#,
+        );
+        let e = read(d).expect_err("refused");
+        let text = e.to_string();
+        assert!(
+            text.contains("the recorded configuration's network is not one this runner reads"),
+            "{text}"
+        );
+        assert!(e.hint().is_some_and(|h| h.contains("start a new run")));
     }
 }

@@ -1,21 +1,15 @@
 //! The settings of a continuation: the model, limits and tools are the
-//! run's own, read back from the settings of the [`RunHeader`] its
-//! trajectory records (those of [`Config::public_json`]), with the flags
-//! of `runner continue` over them; what bounds the sandbox or decides
-//! where the API key goes comes from those flags alone ([`super::trust`]).
-//!
-//! [`Config::public_json`]: crate::config::Config::public_json
-
-use std::path::PathBuf;
-
-use clap::ValueEnum;
-use serde_json::{Map, Value};
+//! run's own, read back from the typed settings of the [`RunHeader`] its
+//! trajectory records ([`RecordedSettings`]), with the flags of `runner
+//! continue` over them; what bounds the sandbox or decides where the API
+//! key goes comes from those flags alone ([`super::trust`]).
 
 use super::trust::Difference;
 use crate::cli::ContinueArgs;
 use crate::config::{AgentOptions, ConfigBuilder, SandboxOptions};
 use crate::model::provider::Provider;
 use crate::runtime::RunHeader;
+use crate::runtime::header::RecordedSettings;
 
 /// The environment variable that names a run's provider.
 pub const PROVIDER_VAR: &str = "RUNNER_PROVIDER";
@@ -89,61 +83,12 @@ impl SettingsError {
     }
 }
 
-/// The recorded setting `key` of `config`, read by `read`; the default
-/// when it is not there (an older trajectory) or null.
-struct Reader<'a> {
-    config: &'a Map<String, Value>,
-}
-
-impl Reader<'_> {
-    fn get<T>(
-        &self,
-        key: &'static str,
-        read: impl Fn(&Value) -> Option<T>,
-    ) -> Result<Option<T>, SettingsError> {
-        match self.config.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => read(v).map(Some).ok_or_else(|| SettingsError::Bad {
-                key,
-                value: v.to_string(),
-            }),
-        }
-    }
-
-    fn string(&self, key: &'static str) -> Result<Option<String>, SettingsError> {
-        self.get(key, |v| v.as_str().map(str::to_string))
-    }
-
-    fn u64(&self, key: &'static str) -> Result<Option<u64>, SettingsError> {
-        self.get(key, Value::as_u64)
-    }
-
-    fn bool(&self, key: &'static str) -> Result<Option<bool>, SettingsError> {
-        self.get(key, Value::as_bool)
-    }
-
-    fn f64(&self, key: &'static str) -> Result<Option<f64>, SettingsError> {
-        self.get(key, Value::as_f64)
-    }
-
-    fn strings(&self, key: &'static str) -> Result<Option<Vec<String>>, SettingsError> {
-        self.get(key, |v| {
-            v.as_array()?
-                .iter()
-                .map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-    }
-
-    fn choice<T: ValueEnum>(&self, key: &'static str) -> Result<Option<T>, SettingsError> {
-        self.get(key, |v| T::from_str(v.as_str()?, true).ok())
-    }
-}
-
 /// The provider `RUNNER_PROVIDER` asks for, when set.
 fn provider_from_env() -> Result<Option<Provider>, SettingsError> {
     match std::env::var(PROVIDER_VAR) {
-        Ok(v) if !v.trim().is_empty() => Provider::from_str(v.trim(), true)
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse::<Provider>()
             .map(Some)
             .map_err(|_| SettingsError::BadProviderVar(v)),
         _ => Ok(None),
@@ -156,11 +101,9 @@ fn provider_from_env() -> Result<Option<Provider>, SettingsError> {
 /// A provider asked for by `RUNNER_PROVIDER` that is not the run's is
 /// refused unless `--provider` says it.
 pub fn builder(recorded: &RunHeader, args: &ContinueArgs) -> Result<ConfigBuilder, SettingsError> {
-    let r = Reader {
-        config: &recorded.settings,
-    };
+    let r = &recorded.settings;
     let mut b = ConfigBuilder::default();
-    let ran_with: Provider = r.choice("provider")?.ok_or(SettingsError::Bad {
+    let ran_with = r.provider.ok_or(SettingsError::Bad {
         key: "provider",
         value: "nothing".into(),
     })?;
@@ -179,15 +122,15 @@ pub fn builder(recorded: &RunHeader, args: &ContinueArgs) -> Result<ConfigBuilde
     // A run that asked a person keeps asking unless told otherwise.
     b.approve = match args.approve {
         Some(m) => m,
-        None => r.choice("approve")?.unwrap_or_default(),
+        None => r.approve.unwrap_or_default(),
     };
-    agent_options(&r, args, provider, same, &mut b.agent)?;
+    agent_options(r, args, provider, same, &mut b.agent);
 
     // What bounds the sandbox: the command line's alone (see `trust`).
-    sandbox_options(&r, args, &mut b.sandbox)?;
+    sandbox_options(r, args, &mut b.sandbox);
     b.keep_background = args.keep_background;
 
-    b.max_time_secs = args.max_time.or(r.u64("max_time_secs")?);
+    b.max_time_secs = args.max_time.or(r.max_time_secs.flatten());
     b.json = args.json;
     Ok(b)
 }
@@ -195,73 +138,54 @@ pub fn builder(recorded: &RunHeader, args: &ContinueArgs) -> Result<ConfigBuilde
 /// The model, limits and tools: the run's own under the flags of `args`
 /// (the run's model, URL and script only when `same` provider).
 fn agent_options(
-    r: &Reader<'_>,
+    r: &RecordedSettings,
     args: &ContinueArgs,
     provider: Provider,
     same: bool,
     a: &mut AgentOptions,
-) -> Result<(), SettingsError> {
-    let own = |v: Option<String>| if same { v } else { None };
+) {
     a.provider = provider;
-    a.model = args.model.clone().or(own(r.string("model")?));
+    a.model = args.model.clone().or(r.model.clone().filter(|_| same));
     // The key goes only where this command line (or the user's
     // environment, or the vendor) says.
     a.base_url = args.base_url.clone();
-    a.script = args
-        .script
-        .clone()
-        .or(own(r.string("script")?).map(PathBuf::from));
-    a.timeout_secs = r.u64("timeout_secs")?.unwrap_or(a.timeout_secs);
+    let script = r.script.clone().flatten().filter(|_| same);
+    a.script = args.script.clone().or(script);
+    a.timeout_secs = r.timeout_secs.unwrap_or(a.timeout_secs);
     a.max_command_timeout_secs = r
-        .u64("max_command_timeout_secs")?
+        .max_command_timeout_secs
         .unwrap_or(a.max_command_timeout_secs);
-    a.model_timeout_secs = r.u64("model_timeout_secs")?.unwrap_or(a.model_timeout_secs);
-    let recorded_steps = r.u64("max_steps")?.map(u32::try_from).transpose();
-    let recorded_steps = recorded_steps.map_err(|_| SettingsError::Bad {
-        key: "max_steps",
-        value: r
-            .config
-            .get("max_steps")
-            .map(Value::to_string)
-            .unwrap_or_default(),
-    })?;
-    a.max_steps = args.max_steps.or(recorded_steps).unwrap_or(a.max_steps);
-    a.max_cost_usd = args.max_cost.or(r.f64("max_cost_usd")?);
+    a.model_timeout_secs = r.model_timeout_secs.unwrap_or(a.model_timeout_secs);
+    a.max_steps = args.max_steps.or(r.max_steps).unwrap_or(a.max_steps);
+    a.max_cost_usd = args.max_cost.or(r.max_cost_usd.flatten());
     a.price = args.price.clone();
-    let recorded_tokens = r.u64("max_tokens")?.and_then(|t| u32::try_from(t).ok());
-    a.max_tokens = recorded_tokens.unwrap_or(a.max_tokens);
-    a.context_window_tokens = r
-        .u64("context_window_tokens")?
-        .unwrap_or(a.context_window_tokens);
-    a.context_window_auto = r.bool("context_window_auto")?.unwrap_or(false);
-    a.tool_choice = r.string("tool_choice")?;
-    a.stream = r.bool("stream")?.unwrap_or(true);
-    a.output_limit_bytes = r
-        .u64("output_limit_bytes")?
-        .and_then(|n| usize::try_from(n).ok())
-        .unwrap_or(a.output_limit_bytes);
-    a.system = r.string("system_prompt")?;
+    a.max_tokens = r.max_tokens.unwrap_or(a.max_tokens);
+    a.context_window_tokens = r.context_window_tokens.unwrap_or(a.context_window_tokens);
+    a.context_window_auto = r.context_window_auto.unwrap_or(false);
+    a.tool_choice = r
+        .tool_choice
+        .clone()
+        .flatten()
+        .map(|c| c.as_str().to_string());
+    a.stream = r.stream.unwrap_or(true);
+    a.output_limit_bytes = r.output_limit_bytes.unwrap_or(a.output_limit_bytes);
+    a.system = r.system_prompt.clone().flatten();
     a.env = args.env.clone();
-    a.deny = r.strings("deny")?.unwrap_or_default();
+    a.deny = r.deny.clone().unwrap_or_default();
     a.default_deny = !args.no_default_deny;
-    if let Some(tools) = r.strings("tools")? {
+    if let Some(tools) = &r.tools {
         a.tools = tools.join(",");
     }
-    a.shell = r.choice("shell")?.unwrap_or(a.shell);
-    Ok(())
+    a.shell = r.shell.unwrap_or(a.shell);
 }
 
 /// What bounds the sandbox, from `args` alone (the image may be the
 /// run's).
-fn sandbox_options(
-    r: &Reader<'_>,
-    args: &ContinueArgs,
-    s: &mut SandboxOptions,
-) -> Result<(), SettingsError> {
+fn sandbox_options(r: &RecordedSettings, args: &ContinueArgs, s: &mut SandboxOptions) {
     s.backend = args.executor.unwrap_or(s.backend);
     s.image = match &args.image {
         Some(i) => i.clone(),
-        None => r.string("image")?.unwrap_or_else(|| s.image.clone()),
+        None => r.image.clone().unwrap_or_else(|| s.image.clone()),
     };
     s.network = args.network.unwrap_or(s.network);
     s.allowed_hosts = args.allow_host.clone();
@@ -283,7 +207,6 @@ fn sandbox_options(
         s.disk = d.clone();
     }
     s.runtime = args.runtime.clone();
-    Ok(())
 }
 
 /// The recorded keys whose value the command line `args` gave (a flag,
@@ -318,6 +241,12 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use clap::Parser;
+    use std::path::PathBuf;
+
+    /// The settings `config` records, as the JSON a trajectory holds.
+    fn public(config: &crate::config::Config) -> serde_json::Value {
+        serde_json::to_value(RecordedSettings::of(config)).expect("json")
+    }
 
     fn header(v: serde_json::Value) -> RunHeader {
         RunHeader::read(&v).expect("a header")
@@ -349,17 +278,14 @@ mod tests {
         run.sandbox.disk = "unlimited".into();
         run.sandbox.allowed_hosts = vec!["example.com".into()];
         run.max_time_secs = Some(60);
-        let recorded = run.build().expect("valid").public_json();
+        let recorded = public(&run.build().expect("valid"));
         let header = RunHeader::read(&recorded).expect("a header");
         let again = builder(&header, &args(&[])).expect("reads back");
-        let again = again.build().expect("valid").public_json();
+        let again = public(&again.build().expect("valid"));
         for key in super::super::trust::FROM_RECORD {
             assert_eq!(again[key], recorded[key], "{key}");
         }
-        let defaults = ConfigBuilder::default()
-            .build()
-            .expect("valid")
-            .public_json();
+        let defaults = public(&ConfigBuilder::default().build().expect("valid"));
         for key in [
             "executor",
             "disk_bytes",
@@ -401,7 +327,7 @@ mod tests {
         let b = builder(&recorded, &args(&["--seccomp", "default"])).expect("ok");
         assert_eq!(b.sandbox.seccomp, "default");
         let config = b.build().expect("valid");
-        assert_eq!(config.public_json()["seccomp"], "default");
+        assert_eq!(public(&config)["seccomp"], "default");
     }
 
     #[test]
@@ -413,11 +339,15 @@ mod tests {
         let b = builder(&recorded, &args(&["--provider", "openai"])).expect("ok");
         assert_eq!(b.agent.provider, Provider::Openai);
         assert_eq!((b.agent.model, b.agent.base_url), (None, None));
-        let bad = header(serde_json::json!({"provider": "anthropic", "max_steps": "many"}));
+        // A recorded value no runner writes is refused when the header is
+        // read; a header without a provider, here.
+        let bad = serde_json::json!({"provider": "anthropic", "max_steps": "many"});
+        assert!(RunHeader::read(&bad).is_err());
+        let none = header(serde_json::json!({"model": "m"}));
         assert!(matches!(
-            builder(&bad, &args(&[])),
+            builder(&none, &args(&[])),
             Err(SettingsError::Bad {
-                key: "max_steps",
+                key: "provider",
                 ..
             })
         ));

@@ -12,13 +12,18 @@
 //! the command line is the user's choice and wins; its difference is said.
 //!
 //! Model name, limits, tools, prompt and image may come from the record
-//! ([`FROM_RECORD`]): the sandbox holds whatever runs in it. A recorded key
-//! this runner does not know is refused unless the continuation would
-//! record the same value itself.
+//! ([`FROM_RECORD`]): the sandbox holds whatever runs in it. The seccomp
+//! filter, and a recorded key this runner does not know, are refused
+//! unless the continuation would record the same value itself. The header
+//! is read typed ([`RecordedSettings`]); a value no runner writes has
+//! refused it before (see [`crate::runtime::header::HeaderError`]).
 
+use serde::Serialize;
 use serde_json::Value;
 
 use super::settings::SettingsError;
+use crate::exec::backend::{BackendKind, Network};
+use crate::runtime::header::{Named, RecordedSettings};
 
 /// How a recorded value is compared with the continuation's.
 #[derive(Debug, Clone, Copy)]
@@ -41,32 +46,93 @@ enum Order {
     Hosts,
 }
 
-/// The settings a continuation takes only from its command line: the
-/// recorded key, its flag, and how the two are compared.
-const TRUSTED: &[(&str, &str, Order)] = &[
-    ("executor", "--executor", Order::Rank(&["docker", "local"])),
-    ("base_url", "--base-url", Order::Equal),
-    (
+/// A setting a continuation takes only from its command line.
+struct Trusted {
+    /// Its key in the header (as [`super::settings::given`] names it).
+    key: &'static str,
+    flag: &'static str,
+    order: Order,
+    /// Its value in a header, as recorded; `None` when not recorded.
+    value: fn(&RecordedSettings) -> Option<Value>,
+}
+
+/// One row of [`TRUSTED`].
+const fn row(
+    key: &'static str,
+    flag: &'static str,
+    order: Order,
+    value: fn(&RecordedSettings) -> Option<Value>,
+) -> Trusted {
+    Trusted {
+        key,
+        flag,
+        order,
+        value,
+    }
+}
+
+/// A recorded setting as the JSON value it is recorded as.
+fn json<T: Serialize>(v: &Option<T>) -> Option<Value> {
+    v.as_ref()
+        .map(|v| serde_json::to_value(v).unwrap_or(Value::Null))
+}
+
+/// A recorded choice as the name it is recorded as.
+fn named<T: Named>(v: &Option<T>) -> Option<Value> {
+    v.as_ref().map(|v| Value::from(v.name()))
+}
+
+/// The settings a continuation takes only from its command line, and how
+/// the recorded value is compared with the command line's.
+const TRUSTED: &[Trusted] = &[
+    row(
+        "executor",
+        "--executor",
+        Order::Rank(&["docker", "local"]),
+        |s| named(&s.executor),
+    ),
+    row("base_url", "--base-url", Order::Equal, |s| {
+        json(&s.base_url)
+    }),
+    row(
         "network",
         "--network",
         Order::Rank(&["none", "allowlist", "bridge"]),
+        |s| named(&s.network),
     ),
-    ("allowed_hosts", "--allow-host", Order::Hosts),
-    ("egress_network", "--egress-network", Order::Equal),
-    ("user", "--user", Order::User),
-    ("writable_rootfs", "--writable-rootfs", Order::On),
-    ("disk_bytes", "--disk", Order::AtMost),
-    ("memory_bytes", "--memory", Order::AtMost),
-    ("cpus", "--cpus", Order::AtMost),
-    ("pids_limit", "--pids-limit", Order::AtMost),
-    (
+    row("allowed_hosts", "--allow-host", Order::Hosts, |s| {
+        json(&s.allowed_hosts)
+    }),
+    row("egress_network", "--egress-network", Order::Equal, |s| {
+        json(&s.egress_network)
+    }),
+    row("user", "--user", Order::User, |s| json(&s.user)),
+    row("writable_rootfs", "--writable-rootfs", Order::On, |s| {
+        json(&s.writable_rootfs)
+    }),
+    row("disk_bytes", "--disk", Order::AtMost, |s| {
+        json(&s.disk_bytes)
+    }),
+    row("memory_bytes", "--memory", Order::AtMost, |s| {
+        json(&s.memory_bytes)
+    }),
+    row("cpus", "--cpus", Order::AtMost, |s| json(&s.cpus)),
+    row("pids_limit", "--pids-limit", Order::AtMost, |s| {
+        json(&s.pids_limit)
+    }),
+    row(
         "workspace_mode",
         "--workspace-mode",
         Order::Rank(&["copy", "auto", "bind"]),
+        |s| named(&s.workspace_mode),
     ),
-    ("runtime", "--runtime", Order::Equal),
-    ("keep_background", "--keep-background", Order::On),
-    ("default_deny", "--no-default-deny", Order::Off),
+    row("runtime", "--runtime", Order::Equal, |s| json(&s.runtime)),
+    row("keep_background", "--keep-background", Order::On, |s| {
+        json(&s.keep_background)
+    }),
+    row("default_deny", "--no-default-deny", Order::Off, |s| {
+        json(&s.default_deny)
+    }),
 ];
 
 /// The settings of a sandbox, which a continuation on the host has none of.
@@ -109,16 +175,15 @@ pub const FROM_RECORD: &[&str] = &[
     "output_limit_bytes",
 ];
 
-/// What a run records about itself rather than a setting it applied (the
-/// workspace is compared by the caller, see [`workspace`]).
-const OBSERVED: &[&str] = &[
-    "api_key_set",
-    "command_env",
-    "workspace",
-    "scratch_workspace",
-    "loosenings",
-    "sandbox_security",
-];
+/// Recorded settings that are what a run observed rather than a setting
+/// it applied (the header's workspace is compared by the caller, see
+/// [`workspace`]).
+pub const OBSERVED: &[&str] = &["api_key_set", "command_env"];
+
+/// Recorded settings that must be the continuation's own, with no flag to
+/// take the recorded one from: `seccomp` (`--seccomp` is the command
+/// line's alone, and a recorded filter that is not it refuses).
+pub const SAME_OR_REFUSED: &[&str] = &["seccomp"];
 
 /// One recorded setting the continuation would not apply.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,76 +206,81 @@ pub fn workspace(recorded: &std::path::Path) -> Difference {
     }
 }
 
-/// Compares the run's `recorded` configuration with `continuing` (the
-/// continuation's own [`Config::public_json`]); `given` are the recorded
-/// keys whose flag the command line gave, and `found` differences already
-/// seen (the workspace). The differences a given flag settles come back
-/// as notes to show; any other refuses the continuation.
-///
-/// [`Config::public_json`]: crate::config::Config::public_json
+/// Compares the run's `recorded` settings with `continuing` (the
+/// continuation's own); `given` are the recorded keys whose flag the
+/// command line gave, and `found` differences already seen (the
+/// workspace). The differences a given flag settles come back as notes to
+/// show; any other refuses the continuation.
 pub fn check(
-    recorded: &Value,
-    continuing: &Value,
+    recorded: &RecordedSettings,
+    continuing: &RecordedSettings,
     given: &[&str],
     mut found: Vec<Difference>,
 ) -> Result<Vec<String>, SettingsError> {
     let mut notes = Vec::new();
-    let same_api = recorded.get("provider") == continuing.get("provider");
-    let on_host = continuing["executor"] == "local";
-    for &(key, flag, order) in TRUSTED {
-        let Some(rec) = recorded.get(key) else {
+    let same_api = recorded.provider == continuing.provider;
+    let on_host = continuing.executor == Some(BackendKind::Local);
+    for t in TRUSTED {
+        let (key, flag, order) = (t.key, t.flag, t.order);
+        let Some(rec) = (t.value)(recorded) else {
             continue;
         };
-        let cur = continuing.get(key).unwrap_or(&Value::Null);
+        let cur = (t.value)(continuing).unwrap_or(Value::Null);
         // Another API has its own URL; an allowlist is its hosts; on the
         // host (--executor local, given) no sandbox setting applies.
         let moot = (key == "base_url" && !same_api)
             || (on_host && SANDBOX_ONLY.contains(&key))
-            || (key == "network" && rec == "allowlist")
-            || (key == "allowed_hosts" && continuing["network"] == "bridge");
-        if moot || no_looser(order, rec, cur) {
+            || (key == "network" && recorded.network == Some(Network::Allowlist))
+            || (key == "allowed_hosts" && continuing.network == Some(Network::Bridge));
+        if moot || no_looser(order, &rec, &cur) {
             continue;
         }
-        let was = flag_text(flag, order, rec);
+        let was = flag_text(flag, order, &rec);
         if given.contains(&key) {
             notes.push(format!(
                 "note: the run was started with {was}; this continuation uses {} (given)",
-                shown(key, order, cur)
+                shown(key, order, &cur)
             ));
             continue;
         }
         found.push(Difference {
             says: format!(
                 "the run was started with {was}; this continuation would use {}",
-                shown(key, order, cur)
+                shown(key, order, &cur)
             ),
             flag: Some(was),
         });
     }
-    found.extend(unknown(recorded, continuing));
+    found.extend(not_its_own(recorded, continuing));
     match SettingsError::differences(found) {
         Some(e) => Err(e),
         None => Ok(notes),
     }
 }
 
-/// Recorded keys this runner neither applies from a record nor compares:
-/// a difference from what the continuation records itself.
-fn unknown(recorded: &Value, continuing: &Value) -> Vec<Difference> {
-    let Some(rec) = recorded.as_object() else {
-        return Vec::new();
+/// Recorded settings the continuation neither takes from a record nor
+/// compares by order (the seccomp filter, and keys this runner does not
+/// know): a difference from what the continuation records itself.
+fn not_its_own(recorded: &RecordedSettings, continuing: &RecordedSettings) -> Vec<Difference> {
+    let pairs = |s: &RecordedSettings| -> Vec<(String, Value)> {
+        let filter = json(&s.seccomp).map(|v| ("seccomp".to_string(), v));
+        let unknown = s.other.iter().map(|(k, v)| (k.clone(), v.clone()));
+        filter.into_iter().chain(unknown).collect()
     };
-    let known = |k: &str| {
-        TRUSTED.iter().any(|(t, _, _)| *t == k) || FROM_RECORD.contains(&k) || OBSERVED.contains(&k)
+    let cur = pairs(continuing);
+    let cur = |k: &str| {
+        cur.iter()
+            .find(|(c, _)| c == k)
+            .map_or(Value::Null, |(_, v)| v.clone())
     };
-    rec.iter()
-        .filter(|(k, v)| !known(k) && !v.is_null())
-        .filter(|(k, v)| continuing.get(k.as_str()) != Some(v))
+    pairs(recorded)
+        .into_iter()
+        .filter(|(k, v)| !v.is_null() && cur(k) != *v)
         .map(|(k, v)| Difference {
             says: format!(
                 "the run records {k} {v}, which runner continue does not take from a run directory \
                  (this continuation would use {})",
-                continuing.get(k.as_str()).unwrap_or(&Value::Null)
+                cur(&k)
             ),
             flag: None,
         })
@@ -299,8 +369,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn settings(v: Value) -> RecordedSettings {
+        *crate::runtime::RunHeader::read(&v)
+            .expect("a header")
+            .settings
+    }
+
     fn refusal(rec: Value, cur: Value, given: &[&str]) -> Option<String> {
-        match check(&rec, &cur, given, Vec::new()) {
+        match check(&settings(rec), &settings(cur), given, Vec::new()) {
             Ok(_) => None,
             Err(e) => Some(format!("{e} / {}", e.hint())),
         }
@@ -361,6 +437,49 @@ mod tests {
         );
         assert!(
             why.ends_with("pass --executor local --network bridge to continue with them"),
+            "{why}"
+        );
+    }
+
+    /// Every setting a header records has its rule here: a setting added
+    /// to the header without one would be neither taken nor compared.
+    #[test]
+    fn every_recorded_setting_has_one_rule() {
+        let config = crate::config::ConfigBuilder::default()
+            .build()
+            .expect("valid");
+        let v = serde_json::to_value(RecordedSettings::of(&config)).expect("json");
+        let keys: Vec<&String> = v.as_object().expect("an object").keys().collect();
+        assert!(keys.len() > 30, "{keys:?}");
+        for key in keys {
+            let rules = [
+                TRUSTED.iter().any(|t| t.key == key),
+                FROM_RECORD.contains(&key.as_str()),
+                OBSERVED.contains(&key.as_str()),
+                SAME_OR_REFUSED.contains(&key.as_str()),
+            ];
+            assert_eq!(rules.iter().filter(|r| **r).count(), 1, "{key}: {rules:?}");
+        }
+        // And each rule reads the setting its key names.
+        let rec = settings(v.clone());
+        for t in TRUSTED {
+            assert_eq!((t.value)(&rec).as_ref(), v.get(t.key), "{}", t.key);
+        }
+    }
+
+    #[test]
+    fn a_recorded_filter_other_than_the_continuations_is_refused() {
+        let why = refusal(
+            json!({"seccomp": "default"}),
+            json!({"seccomp": "runner"}),
+            &[],
+        )
+        .unwrap_or_default();
+        assert!(
+            why.starts_with(
+                "the run records seccomp \"default\", which runner continue does not take from a \
+                 run directory (this continuation would use \"runner\")"
+            ),
             "{why}"
         );
     }

@@ -1,11 +1,14 @@
 //! A run's trajectory as the conversation it was: each step's model text,
 //! each tool call with its input, each result with its exit code (timed
-//! out and OOM-killed marked) and its output, long outputs folded.
+//! out and OOM-killed marked) and its output, long outputs folded; each
+//! part's configuration read as the typed header it is.
 
 use serde_json::Value;
 
 use super::html::{Html, bytes, millis};
 use super::load::RunData;
+use crate::runtime::header::HeaderError;
+use crate::runtime::{RunHeader, StartedConfig};
 
 /// Most bytes of one text (model text, a command, an output) shown.
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
@@ -27,6 +30,24 @@ fn flag(v: &Value, key: &str) -> bool {
 
 fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+/// The `config` of `ev` (a `run_started` or `continuation`), folded: the
+/// header as `read` reads it, which is the JSON the trajectory holds; one
+/// that is not a header a runner writes (an edited run directory) is
+/// shown as it is, with why.
+fn configuration(h: &mut Html, ev: &Value, read: impl Fn(&Value) -> Result<Value, HeaderError>) {
+    let Some(cfg) = ev.get("config").filter(|c| !c.is_null()) else {
+        return;
+    };
+    h.raw("<details><summary>configuration</summary>");
+    match read(cfg) {
+        Ok(header) => h.pre(&pretty(&header), MAX_TEXT_BYTES),
+        Err(e) => h
+            .el("p", "cut", &format!("{e}; shown as recorded."))
+            .pre(&pretty(cfg), MAX_TEXT_BYTES),
+    };
+    h.raw("</details>");
 }
 
 /// Text shown in a `<pre>`, folded in `<details>` (with its size) when long.
@@ -98,11 +119,7 @@ fn event(h: &mut Html, run: &RunData, ev: &Value) {
             h.raw("<li class=\"ev meta\">");
             h.el("span", "who", "run started");
             h.text(" ").text(s(ev, "run_id"));
-            if let Some(cfg) = ev.get("config").filter(|c| !c.is_null()) {
-                h.raw("<details><summary>configuration</summary>");
-                h.pre(&pretty(cfg), MAX_TEXT_BYTES);
-                h.raw("</details>");
-            }
+            configuration(h, ev, |c| StartedConfig::read(c).map(|c| c.to_value()));
             h.raw("</li>");
         }
         "continuation" => {
@@ -115,11 +132,7 @@ fn event(h: &mut Html, run: &RunData, ev: &Value) {
                     .unwrap_or("no run_finished")
             );
             h.el("span", "who", &line);
-            if let Some(cfg) = ev.get("config").filter(|c| !c.is_null()) {
-                h.raw("<details><summary>configuration</summary>");
-                h.pre(&pretty(cfg), MAX_TEXT_BYTES);
-                h.raw("</details>");
-            }
+            configuration(h, ev, |c| RunHeader::read(c).map(|c| c.to_value()));
             h.raw("</li>");
         }
         "user_message" => {

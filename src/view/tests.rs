@@ -333,3 +333,27 @@ fn a_flagged_pass_is_marked_in_the_cards_the_table_and_its_section() {
         .collect();
     assert_eq!(statuses, ["flagged", "pass"], "flagged before the passes");
 }
+
+/// Each part's configuration is read as the typed header it is and shown
+/// as the trajectory holds it; an edited one is shown as it is, with why.
+#[test]
+fn a_configuration_is_shown_as_recorded_and_an_edited_one_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = crate::config::ConfigBuilder::default().build().unwrap();
+    let header = crate::runtime::RunHeader::of(&config).to_value();
+    let edited = json!({"provider": "scripted", "executor": "bogus"});
+    let lines = [
+        json!({"type": "run_started", "run_id": "r", "config": header}),
+        json!({"type": "continuation", "message": "m", "replayed_messages": 1,
+               "replayed_steps": 1, "previous_outcome": null, "config": edited}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(tmp.path().join("trajectory.jsonl"), text).unwrap();
+    let page = render(tmp.path()).unwrap();
+    for cfg in [&header, &edited] {
+        let shown = html::esc(&serde_json::to_string_pretty(cfg).unwrap());
+        assert!(page.contains(&shown), "{shown}");
+    }
+    let why = html::esc("the recorded configuration's executor is not one this runner reads");
+    assert_eq!(page.matches(&why).count(), 1, "only the edited one: {why}");
+}

@@ -161,6 +161,60 @@ fn an_edited_workspace_is_refused_unless_given() {
     assert!(ws.join("mark").is_file() && !far.join("mark").exists());
 }
 
+/// A setting edited to a value no runner writes (an executor that is none,
+/// a network that is a number) is refused as the record is read: exit 2,
+/// one line naming the key, a hint, and nothing run or written.
+#[test]
+fn an_edited_value_no_runner_writes_is_refused_naming_its_key() {
+    let _s = shared();
+    let d = Dir::new();
+    let ws = d.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("mkdir");
+    let s = script(&d, json!([{"text": "done"}]));
+    run(d
+        .scripted(&s)
+        .args(["--executor", "local", "--workspace", "ws", "hi"]))
+    .expect_code(0);
+    let run_dir = d.run_dir();
+    let traj = run_dir.join("trajectory.jsonl");
+    for (key, value, says) in [
+        (
+            "executor",
+            json!("bogus"),
+            "unknown value `bogus`, expected docker, local",
+        ),
+        ("network", json!(5), "invalid type: integer `5`"),
+    ] {
+        let before = edit_record(&run_dir, |c| c[key] = value.clone());
+        let r = continue_locally(&d, &ws, &run_dir);
+        r.expect_code(2);
+        let err = r.stderr();
+        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+        let [line] = errors.as_slice() else {
+            panic!("not one error line: {}", r.explain());
+        };
+        let names = format!("the recorded configuration's {key} is not one this runner reads");
+        assert!(
+            line.contains(&names) && line.contains(says),
+            "{}",
+            r.explain()
+        );
+        assert!(
+            err.contains(
+                "hint: the trajectory was changed or written by another program; start a new run"
+            ),
+            "{}",
+            r.explain()
+        );
+        assert!(r.events().is_empty(), "something ran: {}", r.explain());
+        let after = std::fs::read_to_string(&traj).expect("read");
+        assert_eq!(after.lines().count(), before.lines().count(), "{key}");
+        std::fs::write(&traj, before).expect("restore");
+    }
+    // As it was, it continues.
+    continue_locally(&d, &ws, &run_dir).expect_code(0);
+}
+
 /// The docker cases: each needs the engine and the tiny image, and fails
 /// without them.
 mod docker {
