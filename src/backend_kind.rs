@@ -1,12 +1,10 @@
-//! The backends by name, as the command line and a run's header say
-//! them. Which code each name starts is `runtime::backends`' table.
-
-use serde::{Deserialize, Serialize};
+//! The backends by name (their recorded names are
+//! `runtime::header::names`). Which code each name starts is
+//! `runtime::backends`' table.
 
 /// A kind of sandbox: a new one is a folder under `exec/`, a variant here
 /// and a line in `runtime::backends`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
     /// A hardened container per run (the default).
     Docker,

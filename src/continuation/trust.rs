@@ -22,7 +22,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::settings::SettingsError;
-use crate::exec::backend::{BackendKind, Network};
+use crate::backend_kind::BackendKind;
+use crate::exec::backend::Network;
 use crate::runtime::header::{Named, RecordedSettings};
 
 /// How a recorded value is compared with the continuation's.

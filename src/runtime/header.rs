@@ -211,7 +211,7 @@ mod tests {
         let old = json!({"provider": "scripted", "executor": "local", "scratch_workspace": null});
         let h = RunHeader::read(&old).expect("reads");
         assert_eq!((h.workspace, h.scratch_workspace), (None, None));
-        let local = Some(crate::exec::backend::BackendKind::Local);
+        let local = Some(crate::backend_kind::BackendKind::Local);
         assert_eq!(h.settings.executor, local);
         assert_eq!(h.settings.model, None, "not recorded");
         assert!(h.loosenings.is_none() && h.sandbox_security.is_none());

@@ -8,7 +8,8 @@
 use serde::{Deserialize, Deserializer, Serializer};
 
 use crate::approve::ApproveMode;
-use crate::exec::backend::{BackendKind, Network, WorkspaceMode};
+use crate::backend_kind::BackendKind;
+use crate::exec::backend::{Network, WorkspaceMode};
 use crate::exec::shell::ShellMode;
 use crate::model::provider::Provider;
 use crate::model::tool_choice::ToolChoice;

@@ -17,8 +17,9 @@ use serde_json::{Map, Value};
 
 use super::names::{by_name, nullable, nullable_by_name};
 use crate::approve::ApproveMode;
+use crate::backend_kind::BackendKind;
 use crate::config::Config;
-use crate::exec::backend::{BackendKind, Network, WorkspaceMode};
+use crate::exec::backend::{Network, WorkspaceMode};
 use crate::exec::shell::ShellMode;
 use crate::model::provider::Provider;
 use crate::model::tool_choice::ToolChoice;
