@@ -1,11 +1,11 @@
-//! How a run ends, for [`crate::runtime::Run`] (a run, the REPL and a
-//! continuation): the sandbox shut down after the loop, the end of a
-//! sandbox that never started, the `run_finished` event and what the
-//! person is told last.
+//! How a run ends, for a run, the REPL, a continuation and an eval
+//! attempt: the sandbox shut down after the loop, the end of a sandbox
+//! that never started, the `run_finished` event and what the person is
+//! told last.
 
 use std::path::PathBuf;
 
-use crate::agent::RunEnd;
+use crate::agent::{Conversation, RunEnd};
 use crate::event::{Event, Outcome};
 use crate::exec::ExecutorExt;
 use crate::exec::{ExecError, Executor};
@@ -39,6 +39,21 @@ pub fn not_started(e: &ExecError) -> RunEnd {
         error: Some(e.to_string()),
         final_text: None,
         hint: None,
+    }
+}
+
+/// The `run_finished` of a loop that ended with `end` on `convo` after
+/// `duration_ms`: this part's own totals (a continuation's limits counted
+/// only its own steps).
+pub fn finished(end: &RunEnd, convo: &Conversation, duration_ms: u64) -> Event {
+    Event::RunFinished {
+        outcome: end.outcome,
+        steps: convo.steps.saturating_sub(convo.replayed_steps),
+        usage: convo.usage,
+        cost_usd: convo.cost_usd,
+        duration_ms,
+        error: end.error.clone(),
+        final_text: end.final_text.clone(),
     }
 }
 

@@ -21,6 +21,7 @@ pub mod outcome;
 pub mod progress;
 pub mod report;
 pub mod resume;
+pub mod sandboxes;
 pub mod schedule;
 pub mod seed;
 pub mod settings;

@@ -3,7 +3,8 @@
 //! model and the sandbox backend built from it (one table each), the
 //! run's one redactor, a session that runs tasks on a started sandbox,
 //! one run's whole life ([`Run`]: open, start and record its typed
-//! [`RunHeader`], drive, finish) with its one error, the REPL's task
+//! [`RunHeader`], drive, finish; an eval attempt's until its grading)
+//! with its one error, the REPL's task
 //! source, and the shutdown token Ctrl-C and SIGTERM cancel. Nothing here
 //! prints but warnings, the REPL's prompt and a run's last lines; the
 //! front ends (`app`, `continuation`, `eval`) choose the task source.
@@ -24,7 +25,7 @@ pub use error::RunError;
 pub use header::{Enforced, EvalPart, RunHeader, StartedConfig};
 pub use models::build_model;
 pub use redaction::run_redactor;
-pub use run::{Beginning, Open, Run, TaskSource};
+pub use run::{AttemptSandbox, Beginning, Live, Open, Run, TaskSource, Watch, record_unstarted};
 pub use sandbox::{backend, sandbox_spec};
 pub use session::{Session, run_turn};
 pub use signals::Shutdown;

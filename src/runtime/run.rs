@@ -1,10 +1,13 @@
 //! One run's life, owned in one place for every front end (`runner
-//! TASK`, the REPL, `runner continue`): [`Run::open`] makes or reopens
-//! the run directory and readies the workspace; [`Run::start`] starts the
+//! TASK`, the REPL, `runner continue`, an eval attempt): [`Run::open`]
+//! makes or reopens the run directory and readies the workspace (an
+//! attempt brings its own, [`Run::attempt`]); [`Run::start`] starts the
 //! sandbox and records the run's header once (`run_started`, or a
 //! `continuation`), even when the sandbox did not start; [`Started::drive`]
 //! runs the loop on a [`TaskSource`] and shuts the sandbox down;
-//! [`Ended::finish`] records `run_finished` and says where things are.
+//! [`Ended::finish`] records `run_finished` and says where things are. An
+//! attempt's sandbox outlives its agent instead, to be graded:
+//! [`Started::live`] hands it back with the run around it ([`Live`]).
 //! Front ends choose the task source and render; they never start a
 //! backend or build a header themselves.
 
@@ -14,12 +17,13 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Enforced, RunError, RunHeader, Session, StartedConfig};
+use super::{Enforced, EvalPart, RunError, RunHeader, Session, StartedConfig};
 use crate::agent::{Conversation, RunEnd};
 use crate::backend_kind::BackendKind;
 use crate::config::Config;
 use crate::event::{Event, Outcome};
 use crate::exec::ExecutorExt;
+use crate::exec::backend::{Backend, SandboxSpec};
 use crate::exec::{ExecError, Executor};
 use crate::model::Model;
 use crate::redact::Redactor;
@@ -50,6 +54,10 @@ pub enum Beginning {
         /// The run's own (a later continuation's hint depends on it).
         scratch_workspace: Option<bool>,
     },
+    /// An eval attempt: `run_started` with the attempt's part beside the
+    /// header, which holds the settings and what the engine enforced (the
+    /// attempt's report says the rest).
+    Attempt(EvalPart),
 }
 
 /// Where the loop's user turns come from.
@@ -62,6 +70,20 @@ pub enum TaskSource {
     Continue(String),
 }
 
+/// Hears a run's events after its trajectory.
+pub type Watch<'a> = Box<dyn Fn(&Event) + Send + Sync + 'a>;
+
+/// What an eval attempt brings to its run ([`Run::attempt`]).
+pub struct AttemptSandbox<'a> {
+    /// The suite's backend.
+    pub backend: Arc<dyn Backend>,
+    /// The agent's sandbox as the task has it.
+    pub spec: SandboxSpec,
+    /// Hears each event after the trajectory (the suite's progress): an
+    /// attempt's run prints nothing.
+    pub watch: Watch<'a>,
+}
+
 /// A run whose directory and workspace are ready.
 pub struct Run<'a> {
     config: &'a Config,
@@ -72,12 +94,24 @@ pub struct Run<'a> {
     workspace: Workspace,
     open: Open,
     started: Instant,
+    /// An attempt's own backend and spec, until the sandbox starts;
+    /// `None`: the configuration's.
+    given: Option<(Arc<dyn Backend>, SandboxSpec)>,
+    /// An attempt's watcher; `None`: the person hears the events.
+    watch: Option<Watch<'a>>,
 }
 
 /// A run whose sandbox was started (or failed to start) and recorded.
 pub struct Started<'a> {
     run: Run<'a>,
     built: Result<Arc<dyn Executor>, ExecError>,
+}
+
+/// A run whose sandbox is running and stays so until its holder shuts it
+/// down: an eval attempt's, from its agent phase through its grading.
+pub struct Live<'a> {
+    run: Run<'a>,
+    executor: Arc<dyn Executor>,
 }
 
 /// A run whose loop ended and whose sandbox is shut down.
@@ -118,7 +152,33 @@ impl<'a> Run<'a> {
             workspace,
             open,
             started: Instant::now(),
+            given: None,
+            watch: None,
         })
+    }
+
+    /// An eval attempt's run `run_id`, in the run directory and workspace
+    /// the attempt made, on the sandbox `sandbox` specifies for `config`.
+    pub fn attempt(
+        config: &'a Config,
+        human: &'a Human,
+        run_id: String,
+        run_dir: RunDir,
+        workspace: Workspace,
+        sandbox: AttemptSandbox<'a>,
+    ) -> Run<'a> {
+        Run {
+            config,
+            human,
+            run_id,
+            run_dir,
+            redactor: sandbox.spec.redactor.clone(),
+            workspace,
+            open: Open::Create,
+            started: Instant::now(),
+            given: Some((sandbox.backend, sandbox.spec)),
+            watch: Some(sandbox.watch),
+        }
     }
 
     /// To the trajectory and `--json`, not the human rendering.
@@ -129,43 +189,41 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Everywhere.
+    /// Everywhere: an attempt's watcher, else the person.
     fn sink(&self, ev: &Event) {
         self.record(ev);
-        self.human.render(ev);
+        match &self.watch {
+            Some(watch) => watch(ev),
+            None => self.human.render(ev),
+        }
     }
 
     /// Starts the sandbox first, so the header records what the engine
     /// actually enforces on it and every loosening it had to make; a start
     /// failure still gets its header.
-    pub async fn start(self, beginning: Beginning) -> Started<'a> {
+    pub async fn start(mut self, beginning: Beginning) -> Started<'a> {
         let config = self.config;
-        let backend = super::backend(config);
-        let spec = super::sandbox_spec(config, &self.workspace, &self.run_id, &self.redactor);
+        let (backend, spec) = self.given.take().unwrap_or_else(|| {
+            let spec = super::sandbox_spec(config, &self.workspace, &self.run_id, &self.redactor);
+            (super::backend(config), spec)
+        });
         let built = backend.start(spec.clone()).await;
         let mut header = RunHeader::of(config);
-        if backend.capabilities().isolated {
-            let loosenings = match &built {
-                Ok(x) => x.loosenings(),
-                Err(_) => backend.loosenings(&spec),
-            };
-            for l in &loosenings {
-                self.human.say(&format!("warning: sandbox loosened: {l}"));
-            }
-            header.loosenings = Some(loosenings);
-        }
         header.sandbox_security =
             Enforced::of(built.as_ref().ok().and_then(|x| x.sandbox_security()));
-        // What `runner continue` needs to find the run's files again.
-        header.workspace = Some(self.workspace.path().to_path_buf());
         let event = match beginning {
+            // Its report says the attempt's loosenings; its workspace is
+            // its own and gone after grading.
+            Beginning::Attempt(eval) => {
+                let run = Some(header);
+                let event = started(&self.run_id, StartedConfig::Eval { eval, run });
+                self.run_dir.record(&event);
+                return Started { run: self, built };
+            }
             Beginning::Fresh => {
+                self.observe(&mut header, backend.as_ref(), &spec, &built);
                 header.scratch_workspace = Some(self.workspace.is_scratch());
-                Event::RunStarted {
-                    run_id: self.run_id.clone(),
-                    format_version: crate::event::TRAJECTORY_FORMAT_VERSION,
-                    config: StartedConfig::Run(header),
-                }
+                started(&self.run_id, StartedConfig::Run(header))
             }
             Beginning::Continued {
                 message,
@@ -174,6 +232,7 @@ impl<'a> Run<'a> {
                 previous_outcome,
                 scratch_workspace,
             } => {
+                self.observe(&mut header, backend.as_ref(), &spec, &built);
                 header.scratch_workspace = scratch_workspace;
                 Event::Continuation {
                     message,
@@ -191,9 +250,56 @@ impl<'a> Run<'a> {
         }
         Started { run: self, built }
     }
+
+    /// Adds to the header of the person's run what it observed: every
+    /// loosening an isolated sandbox had to make (each said), and where
+    /// its workspace is (what `runner continue` needs to find its files).
+    fn observe(
+        &self,
+        header: &mut RunHeader,
+        backend: &dyn Backend,
+        spec: &SandboxSpec,
+        built: &Result<Arc<dyn Executor>, ExecError>,
+    ) {
+        if backend.capabilities().isolated {
+            let loosenings = match built {
+                Ok(x) => x.loosenings(),
+                Err(_) => backend.loosenings(spec),
+            };
+            for l in &loosenings {
+                self.human.say(&format!("warning: sandbox loosened: {l}"));
+            }
+            header.loosenings = Some(loosenings);
+        }
+        header.workspace = Some(self.workspace.path().to_path_buf());
+    }
+}
+
+/// The `run_started` of the run `run_id` with its header `config`.
+fn started(run_id: &str, config: StartedConfig) -> Event {
+    Event::RunStarted {
+        run_id: run_id.to_string(),
+        format_version: crate::event::TRAJECTORY_FORMAT_VERSION,
+        config,
+    }
+}
+
+/// Records in `run_dir` the `run_started` of the eval attempt `run_id`
+/// that ended before its sandbox could start: its part, and the header of
+/// its configuration when it got that far.
+pub fn record_unstarted(run_dir: &RunDir, run_id: &str, eval: EvalPart, config: Option<&Config>) {
+    let run = config.map(RunHeader::of);
+    run_dir.record(&started(run_id, StartedConfig::Eval { eval, run }));
 }
 
 impl<'a> Started<'a> {
+    /// The running sandbox of an eval attempt, with the run around it, or
+    /// why it did not start (its header is recorded either way).
+    pub fn live(self) -> Result<Live<'a>, ExecError> {
+        let Started { run, built } = self;
+        built.map(|executor| Live { run, executor })
+    }
+
     /// Runs the loop over `model` on `convo` with the turns of `source`
     /// until it ends or `cancel` (Ctrl-C) stops it, then shuts the
     /// sandbox down.
@@ -222,6 +328,47 @@ impl<'a> Started<'a> {
             convo,
             start_failed,
         }
+    }
+}
+
+impl Live<'_> {
+    /// The running sandbox.
+    pub fn executor(&self) -> &Arc<dyn Executor> {
+        &self.executor
+    }
+
+    /// The run directory, for what the attempt writes beside the
+    /// trajectory (the solution's output, verifier.log).
+    pub fn run_dir(&self) -> &RunDir {
+        &self.run.run_dir
+    }
+
+    /// The workspace, as the sandbox left it on the host.
+    pub fn workspace(&self) -> &Workspace {
+        &self.run.workspace
+    }
+
+    /// Runs the loop over `model` once on `task` and leaves the sandbox
+    /// running: how the loop ended, and the conversation's totals.
+    pub async fn run_task(
+        &self,
+        model: &dyn Model,
+        task: String,
+        cancel: &CancellationToken,
+    ) -> (RunEnd, Conversation) {
+        let mut convo = Conversation::default();
+        let source = TaskSource::Once(task);
+        let executor = self.executor.clone();
+        let end = (self.run)
+            .converse(model, executor, &mut convo, source, cancel)
+            .await;
+        (end, convo)
+    }
+
+    /// Records `run_finished` of what played the agent, which ended with
+    /// `end` after `duration_ms`; the sandbox stays for grading.
+    pub fn record_finished(&self, end: &RunEnd, convo: &Conversation, duration_ms: u64) {
+        self.run.record(&run_end::finished(end, convo, duration_ms));
     }
 }
 
@@ -270,15 +417,8 @@ impl Ended<'_> {
             convo,
             start_failed,
         } = self;
-        let finished = Event::RunFinished {
-            outcome: end.outcome,
-            steps: convo.steps.saturating_sub(convo.replayed_steps),
-            usage: convo.usage,
-            cost_usd: convo.cost_usd,
-            duration_ms: crate::convert::millis_u64(run.started.elapsed()),
-            error: end.error.clone(),
-            final_text: end.final_text.clone(),
-        };
+        let duration_ms = crate::convert::millis_u64(run.started.elapsed());
+        let finished = run_end::finished(&end, &convo, duration_ms);
         // A continuation's workspace always stays; a scratch workspace no
         // command ever saw is not worth keeping.
         let keep = run.open == Open::Reopen

@@ -133,21 +133,3 @@ pub async fn run_turn(
     })
     .await
 }
-
-impl Session {
-    /// Runs the loop over `model` once on `task` in this session's
-    /// started sandbox, recording through `sink`; how the run ended and
-    /// the conversation's totals.
-    pub async fn run_task(
-        &self,
-        model: &dyn Model,
-        task: String,
-        sink: Sink<'_>,
-        cancel: &CancellationToken,
-    ) -> (RunEnd, Conversation) {
-        let agent = self.agent(model);
-        let mut convo = Conversation::default();
-        let end = run_turn(&agent, &mut convo, task, sink, cancel).await;
-        (end, convo)
-    }
-}

@@ -7,33 +7,17 @@ use super::*;
 /// ended, and whether the timeout stopped it.
 pub(super) async fn agent(
     ctx: &AttemptCtx,
-    p: &Prepared,
+    p: &Prepared<'_>,
     cancel: &CancellationToken,
 ) -> (AgentEnd, bool) {
     let agent_cancel = cancel.child_token();
     let timeout = Duration::from_secs_f64(p.task.agent_timeout_secs);
-    let max_steps = p.config.max_steps;
-    let sink = |ev: &Event| {
-        if let Event::ModelRequest { step, .. } = ev {
-            let phase = format!("agent step {step}/{max_steps}");
-            ctx.progress.phase(&p.task.name, p.attempt, &phase);
-        }
-        p.run_dir.record(ev)
-    };
     // A bug that panics in the agent phase (oracle included) is this
     // attempt's error: its sandbox is still removed and its trajectory
     // still ends with run_finished.
-    let phase = AssertUnwindSafe(agent_phase(
-        ctx,
-        &p.config,
-        &p.task,
-        p.executor.clone(),
-        &p.run_dir,
-        &sink,
-        &agent_cancel,
-    ))
-    .catch_unwind()
-    .map(|r| r.unwrap_or_else(|panic| AgentEnd::infra(RunEnd::from_panic(panic.as_ref()))));
+    let phase = AssertUnwindSafe(agent_phase(ctx, p, &agent_cancel))
+        .catch_unwind()
+        .map(|r| r.unwrap_or_else(|panic| AgentEnd::infra(RunEnd::from_panic(panic.as_ref()))));
     tokio::pin!(phase);
     tokio::select! {
         r = &mut phase => (r, false),
@@ -53,16 +37,13 @@ pub(super) async fn agent(
     }
 }
 
-/// Runs what plays the agent; returns how it ended.
+/// Runs what plays the agent in the attempt's run; returns how it ended.
 pub(super) async fn agent_phase(
     ctx: &AttemptCtx,
-    config: &Config,
-    task: &Task,
-    executor: Arc<dyn Executor>,
-    run_dir: &RunDir,
-    sink: &(dyn Fn(&Event) + Send + Sync),
+    p: &Prepared<'_>,
     cancel: &CancellationToken,
 ) -> AgentEnd {
+    let (config, task) = (p.config, &p.task);
     let ended = |outcome: Outcome, error: Option<String>, text: Option<String>, blame| AgentEnd {
         end: RunEnd {
             outcome,
@@ -89,13 +70,8 @@ pub(super) async fn agent_phase(
             };
             // A run that ends in error failed in the model API or the
             // sandbox: the model's mistakes are tool results, not errors.
-            let warn = |w: &str| ctx.human.say(w);
-            let outputs = Some(run_dir.outputs().clone());
-            let session = Session::new(config, executor, outputs, &warn);
             let instruction = task.instruction.clone();
-            let (end, convo) = session
-                .run_task(model.as_ref(), instruction, sink, cancel)
-                .await;
+            let (end, convo) = p.run.run_task(model.as_ref(), instruction, cancel).await;
             // An empty reply is the model API's failure too, never graded.
             let blame = if matches!(end.outcome, Outcome::Error | Outcome::EmptyReply) {
                 Blame::Infrastructure
@@ -111,7 +87,10 @@ pub(super) async fn agent_phase(
             } else {
                 crate::eval::oracle::SOLUTION_DIR_READ_ONLY_ROOT
             };
-            match crate::eval::oracle::run(task, executor, dest, run_dir, timeout, cancel).await {
+            let executor = p.executor.clone();
+            let solved =
+                crate::eval::oracle::run(task, executor, dest, p.run_dir(), timeout, cancel);
+            match solved.await {
                 Ok(solved) if solved.exit_code == 0 => {
                     ended(Outcome::Completed, None, Some(solved.output), Blame::Agent)
                 }

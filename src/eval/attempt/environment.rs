@@ -1,12 +1,33 @@
 //! The agent's environment as Harbor's is: the task's overrides, the
-//! image's accounts, its services, the sandbox spec, the recorded header,
-//! and each phase's network.
+//! image's accounts, its configuration and services, and its sandbox
+//! started in the attempt's run (see [`crate::eval::sandboxes`] for the
+//! spec and each phase's network).
 
 use super::*;
 
+/// What the prepare phase makes before the agent's sandbox starts.
+pub(super) struct Setup {
+    run_dir: RunDir,
+    /// The task with the suite's overrides applied.
+    task: Task,
+    workspace: Workspace,
+    /// Where the agent works (the task's workdir or the image's).
+    workdir: String,
+    run_id: String,
+    /// 1-based.
+    attempt: u32,
+    /// The attempt's part of its `run_started`.
+    eval: EvalPart,
+    agent: Account,
+    verifier: Account,
+    mode: GradingMode,
+    seed_config: crate::eval::workdir_config::SeededConfig,
+}
+
 /// Makes the run directory and the workspace, seeds it from the image and
-/// starts the agent's sandbox; `run_started` is recorded either way once
-/// the run directory exists.
+/// reads who the agent and the verifier are: the attempt's configuration
+/// and what its run starts from. A seeding that fails is recorded as the
+/// attempt's `run_started`, without a configuration.
 pub(super) async fn prepare(
     ctx: &AttemptCtx,
     task: &Task,
@@ -14,7 +35,7 @@ pub(super) async fn prepare(
     attempt: u32,
     run_path: &Path,
     rec: &mut Attempt,
-) -> Result<Prepared, PhaseError> {
+) -> Result<(Config, Setup), PhaseError> {
     let network = network_for(&task.effective_agent_network(), ctx.allow_internet);
     rec.network = network.note.clone();
     let mode = ctx.grading.or(task.grading).unwrap_or(GradingMode::Shared);
@@ -25,7 +46,6 @@ pub(super) async fn prepare(
     let task = overridden(ctx, task);
     let run_id = format!("{}-{}-{}", ctx.suite_id, task.name, attempt);
     let workspace = Workspace::prepare(None).map_err(PhaseError::Workspace)?;
-    // Recorded once the sandbox runs, with what the engine enforces on it.
     let eval = EvalPart {
         task: task.name.clone(),
         attempt,
@@ -33,7 +53,6 @@ pub(super) async fn prepare(
         network: rec.network.clone(),
         grading: mode.as_str().into(),
     };
-    let started_event = |run| started(&run_id, &eval, run);
     let seeded = match ctx
         .seeds
         .seed_dir(image, task.workdir.as_deref(), workspace.path(), &run_id)
@@ -41,7 +60,7 @@ pub(super) async fn prepare(
     {
         Ok(s) => s,
         Err(e) => {
-            run_dir.record(&started_event(None));
+            record_unstarted(&run_dir, &run_id, eval, None);
             return Err(PhaseError::Seed(e));
         }
     };
@@ -53,71 +72,104 @@ pub(super) async fn prepare(
     let (agent, verifier) = accounts_of(ctx, &task, &seeded)?;
     let config = attempt_config(ctx, &task, image, &network, &agent)?;
     rec.runtime = config.sandbox.runtime.clone();
-    let mut env = vec![("HOME".to_string(), agent.home.clone())];
-    env.extend(task.env.iter().cloned());
-    let compose = crate::eval::compose::load(&task.dir, &compose_vars(&task))?;
-    if let Some(c) = &compose {
-        env.extend(c.main_env().iter().cloned());
-    }
-    let services = match start_services(ctx, &task, &config, &run_id, compose.as_ref()).await {
-        Ok(s) => s,
+    let setup = Setup {
+        run_dir,
+        task,
+        workspace,
+        workdir,
+        run_id,
+        attempt,
+        eval,
+        agent,
+        verifier,
+        mode,
+        seed_config,
+    };
+    Ok((config, setup))
+}
+
+/// Starts the task's sidecars, then the agent's sandbox in the attempt's
+/// run, which records its `run_started` (also when either fails to start)
+/// with what the engine enforces on the sandbox.
+pub(super) async fn start<'a>(
+    ctx: &'a AttemptCtx,
+    config: &'a Config,
+    setup: Setup,
+    rec: &mut Attempt,
+) -> Result<Prepared<'a>, PhaseError> {
+    let s = setup;
+    let compose = crate::eval::compose::load(&s.task.dir, &compose_vars(&s.task))?;
+    let services = start_services(ctx, &s.task, config, &s.run_id, compose.as_ref()).await;
+    let services = match services {
+        Ok(services) => services,
         Err(e) => {
-            run_dir.record(&started_event(Some(RunHeader::of(&config))));
+            record_unstarted(&s.run_dir, &s.run_id, s.eval, Some(config));
             return Err(PhaseError::Services(e));
         }
     };
-    let mut spec = agent_spec(&config, &workspace, &run_id, ctx, &workdir, env, &agent);
-    if let Some(s) = &services {
-        spec.join_services(s.as_ref());
+    let compose_env = compose.as_ref().map_or(&[][..], |c| c.main_env());
+    let env = sandboxes::agent_env(&s.task, &s.agent, compose_env);
+    let (workspace, redactor) = (&s.workspace, &ctx.redactor);
+    let mut spec = sandboxes::agent(
+        config, workspace, &s.run_id, redactor, &s.workdir, env, &s.agent,
+    );
+    if let Some(services) = &services {
+        spec.join_services(services.as_ref());
     }
     rec.loosenings = ctx.backend.loosenings(&spec);
     rec.loosenings
         .push("background processes keep running between commands (the agent's services)".into());
-    let mut header = RunHeader::of(&config);
-    let executor = match ctx.backend.start(spec).await {
-        Ok(x) => x,
+    let sandbox = AttemptSandbox {
+        backend: ctx.backend.clone(),
+        spec,
+        watch: progress_of(ctx, &s.task.name, s.attempt, config.max_steps),
+    };
+    let run = Run::attempt(
+        config,
+        &ctx.human,
+        s.run_id.clone(),
+        s.run_dir,
+        s.workspace,
+        sandbox,
+    );
+    let live = match run.start(Beginning::Attempt(s.eval)).await.live() {
+        Ok(live) => live,
         Err(e) => {
-            run_dir.record(&started_event(Some(header)));
-            if let Some(s) = &services
-                && let Err(e) = s.stop().await
+            if let Some(services) = &services
+                && let Err(e) = services.stop().await
             {
                 tracing::warn!("cannot remove the task's services: {e}");
             }
             return Err(PhaseError::Start(e));
         }
     };
-    header.sandbox_security = Enforced::of(executor.sandbox_security());
-    let enforced = header.sandbox_security.clone().unwrap_or_default();
-    run_dir.record(&started_event(Some(header)));
+    let executor = live.executor().clone();
+    let enforced = Enforced::of(executor.sandbox_security()).unwrap_or_default();
     note_sandbox(rec, services.as_deref(), enforced);
     Ok(Prepared {
-        run_dir,
-        task,
+        run: live,
+        task: s.task,
         config,
-        workspace,
-        workdir,
-        run_id,
-        attempt,
+        workdir: s.workdir,
+        run_id: s.run_id,
         executor,
-        agent,
-        verifier,
-        mode,
+        agent: s.agent,
+        verifier: s.verifier,
+        mode: s.mode,
         services,
-        seed_config,
+        seed_config: s.seed_config,
     })
 }
 
-/// The `run_started` of an eval attempt: its part, and its run's header
-/// once it has a configuration.
-pub(super) fn started(run_id: &str, eval: &EvalPart, run: Option<RunHeader>) -> Event {
-    Event::RunStarted {
-        run_id: run_id.to_string(),
-        format_version: crate::event::TRAJECTORY_FORMAT_VERSION,
-        config: StartedConfig::Eval {
-            eval: eval.clone(),
-            run,
-        },
-    }
+/// Shows the agent's steps as the attempt's phase in the suite's progress.
+fn progress_of<'a>(ctx: &'a AttemptCtx, task: &str, attempt: u32, max_steps: u32) -> Watch<'a> {
+    let task = task.to_string();
+    Box::new(move |ev: &Event| {
+        if let Event::ModelRequest { step, .. } = ev {
+            let phase = format!("agent step {step}/{max_steps}");
+            ctx.progress.phase(&task, attempt, &phase);
+        }
+    })
 }
 
 /// Notes in the attempt's report the sidecars' network and what the
@@ -208,35 +260,6 @@ pub(super) async fn start_services(
         .map(Some)
 }
 
-/// The agent's sandbox: it works where the task says, as Harbor's agents
-/// do, with `env` over the configuration's, and what it starts in the
-/// background keeps running (services the tests use).
-pub(super) fn agent_spec(
-    config: &Config,
-    workspace: &Workspace,
-    run_id: &str,
-    ctx: &AttemptCtx,
-    workdir: &str,
-    env: Vec<(String, String)>,
-    agent: &Account,
-) -> SandboxSpec {
-    let base = sandbox_spec(config, workspace, run_id, &ctx.redactor);
-    let mut spec_env = base.env.clone();
-    for (k, v) in env {
-        spec_env.retain(|(e, _)| *e != k);
-        spec_env.push((k, v));
-    }
-    SandboxSpec {
-        workdir: Some(workdir.to_string()),
-        env: spec_env,
-        keep_background: true,
-        // A root agent may chown, bind port 80... as Harbor's root may
-        // (never the capabilities that reach runner's supervisor).
-        root_caps: agent.uid == 0,
-        ..base
-    }
-}
-
 /// The variables a task's docker-compose.yaml may name, as Harbor sets
 /// them, and the task's own environment.
 pub(super) fn compose_vars(task: &Task) -> std::collections::BTreeMap<String, String> {
@@ -250,50 +273,6 @@ pub(super) fn compose_vars(task: &Task) -> std::collections::BTreeMap<String, St
     vars.insert("MEMORY".into(), format!("{}M", task.memory_bytes >> 20));
     vars.insert("TEST_DIR".into(), "/tests".into());
     vars
-}
-
-/// A phase's network as runner gives it, with the attempt's note on it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PhaseNetwork {
-    pub network: Network,
-    /// With [`Network::Allowlist`]: the task's host patterns.
-    pub allowed_hosts: Vec<String>,
-    /// What the attempt records as its `network`.
-    pub note: String,
-}
-
-/// Network is opt-in twice: the task allows it AND runner was told
-/// `--allow-internet`; a `public` task then gets the bridge, an
-/// `allowlist` task only its hosts (through the filtering proxy).
-pub fn network_for(task: &TaskNetwork, flag: bool) -> PhaseNetwork {
-    let none = |note: String| PhaseNetwork {
-        network: Network::None,
-        allowed_hosts: Vec::new(),
-        note,
-    };
-    match (task, flag) {
-        (TaskNetwork::Public, true) => PhaseNetwork {
-            network: Network::Bridge,
-            allowed_hosts: Vec::new(),
-            note: "bridge".into(),
-        },
-        (TaskNetwork::Public, false) => {
-            none("none (the task allows internet; pass --allow-internet to give it)".into())
-        }
-        (TaskNetwork::Allowlist(h), _) if h.is_empty() => {
-            none("none (the task's allowlist names no host)".into())
-        }
-        (TaskNetwork::Allowlist(h), true) => PhaseNetwork {
-            network: Network::Allowlist,
-            allowed_hosts: h.clone(),
-            note: format!("allowlist: only {} through a filtering proxy", h.join(", ")),
-        },
-        (TaskNetwork::Allowlist(h), false) => none(format!(
-            "none (the task allows {}; pass --allow-internet to give them)",
-            h.join(", ")
-        )),
-        (TaskNetwork::NoNetwork, _) => none("none (task.allow_internet = false)".into()),
-    }
 }
 
 /// The run configuration of this attempt: the shared flags with the task's

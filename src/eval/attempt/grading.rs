@@ -8,7 +8,7 @@ use super::*;
 /// running, read before grading starts (a backend that cannot tell gives
 /// none). Runner's own mount points and the oracle's /solution are not
 /// the agent's changes.
-pub(super) async fn collect_signals(p: &Prepared, agent: AgentKind) -> Vec<evidence::Signal> {
+pub(super) async fn collect_signals(p: &Prepared<'_>, agent: AgentKind) -> Vec<evidence::Signal> {
     let executor = p.executor.as_ref();
     let watched = evidence::Watched {
         home: Some(&p.agent.home),
@@ -61,7 +61,7 @@ pub(super) async fn collect_signals(p: &Prepared, agent: AgentKind) -> Vec<evide
 /// Grades as `p.mode` says; the agent's sandbox is removed on every path.
 pub(super) async fn grade(
     ctx: &AttemptCtx,
-    p: &Prepared,
+    p: &Prepared<'_>,
     image: &str,
     run_path: &Path,
     cancel: &CancellationToken,
@@ -75,7 +75,7 @@ pub(super) async fn grade(
                 (p.agent.uid, p.agent.gid),
                 (p.verifier.uid, p.verifier.gid),
                 &p.verifier.home,
-                &p.run_dir,
+                p.run_dir(),
                 cancel,
             )
             .await;
@@ -140,13 +140,13 @@ pub(super) async fn grade(
                     .map_err(|e| PhaseError::Image(format!("verifier image: {e}")))?,
                 None => image.to_string(),
             };
-            let spec = GradeSpec {
-                workspace: None,
+            let mut spec = GradeSpec {
                 uploads,
                 upload_tests: !bundled,
-                hardened: false,
                 ..fresh(&verifier_image)
             };
+            spec.sandbox.workspace = None;
+            spec.sandbox.hardened = false;
             crate::eval::grade::fresh::grade(spec, cancel)
                 .await
                 .map_err(PhaseError::Verify)
@@ -168,7 +168,7 @@ async fn snapshot(sandbox: &dyn Executor) -> Result<String, ExecError> {
 
 /// Before the agent's sandbox is copied, committed or removed: nothing of
 /// the agent's may keep writing, nor outlive a sandbox kept for its work.
-pub(super) async fn stop_agent_processes(p: &Prepared) {
+pub(super) async fn stop_agent_processes(p: &Prepared<'_>) {
     let Some(procs) = p.executor.extras().processes else {
         return;
     };
@@ -180,31 +180,33 @@ pub(super) async fn stop_agent_processes(p: &Prepared) {
 /// Grading in a fresh sandbox of `image`, with the workspace copied in.
 pub(super) fn fresh_spec<'a>(
     ctx: &'a AttemptCtx,
-    p: &'a Prepared,
+    p: &'a Prepared<'_>,
     image: &'a str,
 ) -> GradeSpec<'a> {
     GradeSpec {
-        task: &p.task,
-        image,
-        workspace: Some(p.workspace.path()),
-        workdir: &p.workdir,
+        sandbox: VerifierSandbox {
+            task: &p.task,
+            image,
+            workspace: Some(p.workspace()),
+            workdir: &p.workdir,
+            // The verifier's own network (`[verifier] network_mode`),
+            // given only with --allow-internet, as the agent's.
+            network: network_for(&p.task.effective_verifier_network(), ctx.allow_internet),
+            egress_network: ctx.egress_network.clone(),
+            runtime: p.config.sandbox.runtime.clone(),
+            seccomp: p.config.sandbox.seccomp.clone(),
+            run_id: format!("{}-verify", p.run_id),
+            redactor: &ctx.redactor,
+            services: p.services.as_deref(),
+            hardened: true,
+            verifier_home: &p.verifier.home,
+        },
         uploads: Vec::new(),
-        // The verifier's own network (`[verifier] network_mode`), given
-        // only with --allow-internet, as the agent's.
-        network: network_for(&p.task.effective_verifier_network(), ctx.allow_internet),
-        egress_network: ctx.egress_network.clone(),
         backend: ctx.backend.as_ref(),
-        runtime: p.config.sandbox.runtime.clone(),
-        seccomp: p.config.sandbox.seccomp.clone(),
-        run_id: format!("{}-verify", p.run_id),
-        run_dir: &p.run_dir,
-        redactor: &ctx.redactor,
+        run_dir: p.run_dir(),
         agent_files_here: false,
         upload_tests: true,
         verifier_user: Some((p.verifier.uid, p.verifier.gid)),
-        services: p.services.as_deref(),
-        hardened: true,
-        verifier_home: &p.verifier.home,
     }
 }
 
@@ -212,7 +214,7 @@ pub(super) fn fresh_spec<'a>(
 /// of the agent's sandbox into the run directory, for a separate verifier:
 /// each a directory uploaded back to its own path.
 pub(super) async fn collect_artifacts(
-    p: &Prepared,
+    p: &Prepared<'_>,
     run_path: &Path,
 ) -> Result<Vec<(PathBuf, String)>, ExecError> {
     let root = run_path.join("artifacts");

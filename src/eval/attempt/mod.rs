@@ -15,7 +15,6 @@ mod grading;
 
 use agent_run::*;
 use environment::*;
-pub use environment::{PhaseNetwork, network_for};
 use grading::*;
 
 use std::panic::AssertUnwindSafe;
@@ -31,21 +30,20 @@ use super::grade::fresh::GradeSpec;
 use super::grade::{GradeError, Verdict};
 use super::mode::GradingMode;
 use super::outcome::{Attempt, ErrorKind, Status};
+use super::sandboxes::{self, PhaseNetwork, VerifierSandbox, network_for};
 use super::seed::SeedCache;
 use super::settings::AgentKind;
-use super::task::{Task, TaskNetwork};
+use super::task::Task;
 use crate::agent::{Conversation, RunEnd};
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::event::{Event, Outcome};
 use crate::exec::accounts::{self, Account};
-use crate::exec::backend::{
-    Backend, ImageSource, Network, SandboxSpec, Seeded, Services, ServicesSpec,
-};
+use crate::exec::backend::{Backend, ImageSource, Network, Seeded, Services, ServicesSpec};
 use crate::exec::{ExecError, Executor, ExecutorExt, Fault};
 use crate::redact::Redactor;
 use crate::render::Human;
 use crate::runtime::{
-    Enforced, EvalPart, RunHeader, Session, StartedConfig, build_model, sandbox_spec,
+    AttemptSandbox, Beginning, Enforced, EvalPart, Live, Run, Watch, build_model, record_unstarted,
 };
 use crate::trajectory::{RunDir, RunDirError};
 use crate::workspace::Workspace;
@@ -180,18 +178,18 @@ impl PhaseError {
     }
 }
 
-/// What the prepare phase hands on: the agent's sandbox, running.
-struct Prepared {
-    run_dir: RunDir,
+/// What the prepare phase hands on: the agent's sandbox, running in the
+/// attempt's run.
+struct Prepared<'a> {
+    /// The attempt's run: its directory, its workspace and the sandbox.
+    run: Live<'a>,
     /// The task with the suite's overrides applied.
     task: Task,
-    config: Config,
-    workspace: Workspace,
+    config: &'a Config,
     /// Where the agent works (the task's workdir or the image's).
     workdir: String,
     run_id: String,
-    /// 1-based.
-    attempt: u32,
+    /// The run's sandbox.
     executor: Arc<dyn Executor>,
     /// Who the agent's commands run as.
     agent: Account,
@@ -206,7 +204,17 @@ struct Prepared {
     seed_config: super::workdir_config::SeededConfig,
 }
 
-impl Prepared {
+impl Prepared<'_> {
+    /// The attempt's run directory.
+    fn run_dir(&self) -> &RunDir {
+        self.run.run_dir()
+    }
+
+    /// The agent's workspace on the host.
+    fn workspace(&self) -> &Path {
+        self.run.workspace().path()
+    }
+
     /// Stops the task's sidecars; after the sandboxes that use them.
     async fn stop_services(&self) {
         if let Some(s) = &self.services
@@ -259,7 +267,8 @@ async fn phases(
     rec.image = Some(image.clone());
     ctx.progress.phase(&task.name, attempt, "setup");
     let setup_start = Instant::now();
-    let p = prepare(ctx, task, &image, attempt, run_path, rec).await?;
+    let (config, setup) = prepare(ctx, task, &image, attempt, run_path, rec).await?;
+    let p = start(ctx, &config, setup, rec).await?;
     if let Some(hc) = &p.task.healthcheck {
         let healthy = super::health::wait_healthy(p.executor.as_ref(), hc, cancel).await;
         if let Err(e) = healthy {
@@ -296,15 +305,7 @@ async fn phases(
             (_, o) => o.as_str().to_string(),
         }
     };
-    p.run_dir.record(&Event::RunFinished {
-        outcome: end.outcome,
-        steps: convo.steps,
-        usage: convo.usage,
-        cost_usd: convo.cost_usd,
-        duration_ms: rec.phases.agent_ms,
-        error: end.error.clone(),
-        final_text: end.final_text.clone(),
-    });
+    p.run.record_finished(&end, &convo, rec.phases.agent_ms);
 
     // solve.sh stopped by the agent timeout is the solution running long,
     // graded like any agent over its time.
@@ -405,7 +406,7 @@ const REGRADE_DIR: &str = "regrade";
 /// fails: an error is the regrade's verdict.
 async fn regrade(
     ctx: &AttemptCtx,
-    p: &Prepared,
+    p: &Prepared<'_>,
     image: &str,
     run_path: &Path,
     agent_outcome: &str,
@@ -429,11 +430,11 @@ async fn regrade(
             return out;
         }
     };
-    let spec = GradeSpec {
+    let mut spec = GradeSpec {
         run_dir: &run_dir,
-        run_id: format!("{}-regrade", p.run_id),
         ..fresh_spec(ctx, p, image)
     };
+    spec.sandbox.run_id = format!("{}-regrade", p.run_id);
     let verdict = super::grade::fresh::grade(spec, cancel)
         .await
         .map_err(PhaseError::Verify);
@@ -463,44 +464,4 @@ fn finish(mut rec: Attempt, started: Instant) -> Attempt {
 
 fn ms(t: Instant) -> u64 {
     crate::convert::millis_u64(t.elapsed())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn network_needs_the_task_and_the_flag() {
-        assert_eq!(
-            network_for(&TaskNetwork::Public, true).network,
-            Network::Bridge
-        );
-        let n = network_for(&TaskNetwork::Public, false);
-        assert_eq!(n.network, Network::None);
-        assert!(n.note.contains("--allow-internet"), "{}", n.note);
-        assert_eq!(
-            network_for(&TaskNetwork::NoNetwork, true).network,
-            Network::None
-        );
-        assert_eq!(
-            network_for(&TaskNetwork::NoNetwork, false).network,
-            Network::None
-        );
-        let hosts = vec!["pypi.org".to_string(), "*.example.com".to_string()];
-        let list = TaskNetwork::Allowlist(hosts.clone());
-        let n = network_for(&list, true);
-        assert_eq!(n.network, Network::Allowlist);
-        assert_eq!(n.allowed_hosts, hosts);
-        assert!(n.note.contains("pypi.org, *.example.com"), "{}", n.note);
-        let n = network_for(&list, false);
-        assert_eq!(n.network, Network::None);
-        assert!(n.allowed_hosts.is_empty());
-        assert!(
-            n.note.contains("pypi.org") && n.note.contains("--allow-internet"),
-            "{}",
-            n.note
-        );
-        let n = network_for(&TaskNetwork::Allowlist(Vec::new()), true);
-        assert_eq!(n.network, Network::None);
-    }
 }

@@ -35,48 +35,28 @@
 //! /tests and a /workspace conftest is never loaded) and import the code
 //! under test explicitly.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{GradeError, TestRun, VERIFIER_PATH, Verdict, run_tests};
-use crate::eval::task::Task;
+use super::{GradeError, TestRun, Verdict, run_tests};
+use crate::eval::sandboxes::{self, VerifierSandbox};
 use crate::exec::ExecutorExt;
-use crate::exec::backend::{Backend, Network, SandboxSpec, Services, WorkspaceMode, WorkspaceSpec};
-use crate::redact::Redactor;
+use crate::exec::backend::Backend;
 use crate::trajectory::RunDir;
 
 /// Settings of one grading in a fresh sandbox.
 pub struct GradeSpec<'a> {
-    pub task: &'a Task,
-    /// The pristine image (isolated), the agent's snapshot (snapshot) or
-    /// the verifier's image (separate).
-    pub image: &'a str,
-    /// The agent's final workspace on the host, copied in at `workdir`;
-    /// `None`: none (separate mode hands over artifacts instead).
-    pub workspace: Option<&'a Path>,
-    /// Where it goes in the container (the agent's working directory).
-    pub workdir: &'a str,
+    /// The verifier's sandbox (the task, the image, what is copied in).
+    pub sandbox: VerifierSandbox<'a>,
     /// Host directories uploaded to sandbox paths before test.sh runs
     /// (separate mode's artifacts).
     pub uploads: Vec<(PathBuf, String)>,
-    /// The verifier's network (and its allowlist).
-    pub network: crate::eval::attempt::PhaseNetwork,
-    /// `--egress-network`, for an allowlisted verifier.
-    pub egress_network: Option<String>,
     /// Where the verifier's sandbox comes from (the agent's backend).
     pub backend: &'a dyn Backend,
-    /// The container runtime, as for the agent's sandbox.
-    pub runtime: Option<String>,
-    /// The system-call filter, as for the agent's sandbox.
-    pub seccomp: crate::exec::seccomp::Seccomp,
-    pub run_id: String,
     /// The attempt's run directory: `verifier.log` and `verifier-links.log`
     /// are written there.
     pub run_dir: &'a RunDir,
-    /// Secrets kept out of verifier.log and the verifier's messages.
-    pub redactor: &'a Redactor,
     /// Whether the image carries the agent's changes (a snapshot): then a
     /// /tests or /logs runner cannot prepare is the agent's doing.
     pub agent_files_here: bool,
@@ -84,77 +64,17 @@ pub struct GradeSpec<'a> {
     pub upload_tests: bool,
     /// Who runs test.sh (`[verifier] user`); `None`: root.
     pub verifier_user: Option<(u32, u32)>,
-    /// The task's sidecars, still running: the verifier joins their network.
-    pub services: Option<&'a dyn Services>,
-    /// The fixed, hardened environment below (isolated, snapshot); else
-    /// Harbor's separate verifier's: the image's own with `[environment]
-    /// env`, HOME from passwd, then `[verifier] env`.
-    pub hardened: bool,
-    /// The verifier user's HOME (from the image's passwd).
-    pub verifier_home: &'a str,
 }
 
-/// Runs tests/test.sh in a fresh sandbox of `spec.image` and reads the
-/// reward.
+/// Runs tests/test.sh in a fresh sandbox of `spec.sandbox.image` and
+/// reads the reward.
 pub async fn grade(spec: GradeSpec<'_>, cancel: &CancellationToken) -> Result<Verdict, GradeError> {
-    let task = spec.task;
-    let mut env: Vec<(String, String)> = if !spec.hardened {
-        let mut env = vec![("HOME".to_string(), spec.verifier_home.to_string())];
-        env.extend(task.env.iter().cloned());
-        env
-    } else {
-        [
-            ("PATH", VERIFIER_PATH),
-            ("HOME", "/root"),
-            ("LANG", "C.UTF-8"),
-            ("PYTHONNOUSERSITE", "1"),
-            ("PYTHONSAFEPATH", "1"),
-            ("PYTHONDONTWRITEBYTECODE", "1"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-    };
-    for (k, v) in &task.verifier_env {
-        env.retain(|(e, _)| e != k);
-        env.push((k.clone(), v.clone()));
-    }
-    let timeout = Duration::from_secs_f64(task.verifier_timeout_secs);
-    let mut sandbox_spec = SandboxSpec {
-        cpus: task.cpus,
-        memory_bytes: task.memory_bytes,
-        network: spec.network.network,
-        allowed_hosts: spec.network.allowed_hosts.clone(),
-        egress_network: spec
-            .egress_network
-            .clone()
-            .filter(|_| spec.network.network == Network::Allowlist),
-        user: "0:0".into(),
-        // A fresh sandbox: writable so /tests and /logs can be made;
-        // capabilities stay dropped.
-        writable_rootfs: true,
-        workspace: spec.workspace.map(|w| WorkspaceSpec {
-            host: w.to_path_buf(),
-            mode: WorkspaceMode::Copy,
-            exact: true,
-        }),
-        workdir: Some(spec.workdir.to_string()),
-        // No capabilities for runner's own commands: test.sh alone may
-        // switch users (see `execute_final`), so it can run the agent's
-        // code unprivileged (`setpriv --reuid=1000 ...`), which then
-        // cannot touch /tests or /logs.
-        switch_user: false,
-        env: env.clone(),
-        redactor: spec.redactor.clone(),
-        max_run_time: timeout + Duration::from_secs(300),
-        runtime: spec.runtime.clone(),
-        seccomp: spec.seccomp.clone(),
-        ..SandboxSpec::new(spec.image, &spec.run_id)
-    };
-    if let Some(s) = spec.services {
-        sandbox_spec.join_services(s);
-    }
-    let sandbox = spec.backend.start(sandbox_spec).await?;
+    let task = spec.sandbox.task;
+    let timeout = sandboxes::verifier_timeout(task);
+    let sandbox = spec
+        .backend
+        .start(sandboxes::verifier(&spec.sandbox))
+        .await?;
     let result = async {
         run_tests(
             TestRun {

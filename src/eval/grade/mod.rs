@@ -36,8 +36,6 @@ use super::task::Task;
 use crate::exec::{ExecError, ExecOutput, ExecRequest, Executor, ExecutorExt};
 use crate::trajectory::RunDir;
 
-/// The verifier's PATH in a fresh sandbox, whatever the image set.
-pub const VERIFIER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// Bytes of the verifier's output kept in memory (all of it goes to the log).
 const VERIFIER_OUTPUT_BYTES: usize = 4000;
 /// Deadline of runner's own small commands in the verifier's sandbox.
