@@ -1,5 +1,5 @@
 //! The backends by name (their recorded names are
-//! `runtime::header::names`). Which code each name starts is
+//! `run_header::names`). Which code each name starts is
 //! `runtime::backends`' table.
 
 /// A kind of sandbox: a new one is a folder under `exec/`, a variant here

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::approve::Answer;
 use crate::model::{Message, StopReason, Usage};
-use crate::runtime::StartedConfig;
+use crate::run_header::StartedConfig;
 
 /// The trajectory format this binary writes (in `run_started`) and the
 /// newest it reads back (`runner continue`). A trajectory without one is

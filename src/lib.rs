@@ -28,6 +28,7 @@ pub mod prompt;
 pub mod redact;
 pub mod render;
 pub mod run_end;
+pub mod run_header;
 pub mod runtime;
 pub mod terminal;
 pub mod tools;

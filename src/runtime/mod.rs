@@ -11,7 +11,6 @@
 
 pub mod backends;
 pub mod error;
-pub mod header;
 pub mod models;
 pub mod redaction;
 pub mod repl;
@@ -22,7 +21,10 @@ pub mod signals;
 
 pub use backends::backend_for;
 pub use error::RunError;
-pub use header::{Enforced, EvalPart, RunHeader, StartedConfig};
+// The header lives below the events that carry it (`crate::run_header`);
+// `runner continue` and `runner view` name it as `runtime::header`.
+pub use crate::run_header as header;
+pub use crate::run_header::{Enforced, EvalPart, RunHeader, StartedConfig};
 pub use models::build_model;
 pub use redaction::run_redactor;
 pub use run::{AttemptSandbox, Beginning, Live, Open, Run, TaskSource, Watch, record_unstarted};

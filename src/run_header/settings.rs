@@ -183,7 +183,7 @@ mod tests {
     use super::*;
     use crate::config::ConfigBuilder;
     use crate::model::tool_choice::ToolChoice;
-    use crate::runtime::RunHeader;
+    use crate::run_header::RunHeader;
     use serde_json::json;
 
     /// `Config::public_json` as the runner before the typed header had it,

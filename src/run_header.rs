@@ -2,11 +2,11 @@
 //! the effective configuration with its secrets left out, typed
 //! ([`RecordedSettings`]), and what the run observed about itself (its
 //! workspace, the sandbox's loosenings and what the engine enforced). One
-//! serde type, written by [`super::Run`] and by an eval attempt (inside
+//! serde type, written when a run starts (by an eval attempt inside
 //! [`StartedConfig::Eval`]) and read back by `runner continue` and
 //! `runner view`; it reads the headers of earlier runners too (a missing
 //! field is `None`), and refuses one with a value no runner writes,
-//! naming its key.
+//! naming its key. It lives below the events that carry it.
 
 mod names;
 mod settings;
@@ -25,7 +25,7 @@ pub use settings::RecordedSettings;
 pub struct RunHeader {
     /// The configuration's settings, each one compared or taken back by
     /// `runner continue` under its own rule (boxed: they are most of a
-    /// header, which travels inside every [`crate::event::Event`]).
+    /// header, which travels inside every event).
     #[serde(flatten)]
     pub settings: Box<RecordedSettings>,
     /// The directory the commands ran in (an eval attempt's is its own).

@@ -173,7 +173,7 @@ mod tests {
         assert_eq!(e, "expected docker, local");
         assert!(Network::from_name("Bridge").is_err(), "names are exact");
         let long = serde_json::json!({"executor": "x".repeat(10_000)});
-        let e = crate::runtime::RunHeader::read(&long).expect_err("refused");
+        let e = crate::run_header::RunHeader::read(&long).expect_err("refused");
         assert!(e.to_string().len() < 300, "{e}");
         assert!(ToolChoice::from_name("a b").is_err());
     }
