@@ -5,9 +5,12 @@
 //! filesystem, the task's env and workdir, services kept running), run the
 //! agent (model, oracle or nop) under the task's agent timeout, collect
 //! the tamper signals, then grade as the attempt's grading mode says (see
-//! [`super::grade`]) and remove every sandbox. The phases are here; the
-//! environment is built in `environment`, the agent runs in `agent_run`,
-//! signals, grading and artifacts are in `grading`.
+//! [`super::grade`]) and remove every sandbox. The agent's sandbox is
+//! started, and its trajectory begun and ended, by the attempt's run
+//! ([`crate::runtime::Run::attempt`]), which hands it back for grading.
+//! The phases are here; the environment is built in `environment` (the
+//! sandboxes are specified in [`super::sandboxes`]), the agent runs in
+//! `agent_run`, signals, grading and artifacts are in `grading`.
 
 mod agent_run;
 mod environment;
