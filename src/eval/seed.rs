@@ -99,10 +99,7 @@ impl SeedCache {
         attempt_run_id: &str,
     ) -> Result<Seeded, ExecError> {
         let Some(root) = &self.root else {
-            return self
-                .backend
-                .seed_dir(image, dir, host, attempt_run_id)
-                .await;
+            return self.backend.seed(image, dir, host, attempt_run_id).await;
         };
         let key = ImageKey {
             reference: image.to_string(),
@@ -140,7 +137,7 @@ impl SeedCache {
         let dir = root.join(n.to_string());
         std::fs::create_dir(&dir)?;
         let run_id = format!("{}-seed{n}", self.run_id);
-        match self.backend.seed_dir(image, wanted, &dir, &run_id).await {
+        match self.backend.seed(image, wanted, &dir, &run_id).await {
             Ok(seeded) => Ok(Cached { dir, seeded }),
             Err(e) => {
                 // remove_dir_all does not follow links inside the tree.
@@ -198,7 +195,13 @@ mod tests {
         async fn image_identity(&self, _image: &str) -> Result<Option<String>, ExecError> {
             Ok(Some(self.identity.lock().expect("lock").clone()))
         }
-        async fn seed(&self, image: &str, host: &Path, run_id: &str) -> Result<Seeded, ExecError> {
+        async fn seed(
+            &self,
+            image: &str,
+            _dir: Option<&str>,
+            host: &Path,
+            run_id: &str,
+        ) -> Result<Seeded, ExecError> {
             self.seeds.fetch_add(1, Ordering::SeqCst);
             // Long enough for a second attempt to arrive while seeding.
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -383,8 +383,7 @@ pub trait Backend: Send + Sync {
     /// Every way a sandbox started from `spec` would be weaker than the
     /// default one, one line each. Known before the start, so a run whose
     /// sandbox did not start still records them.
-    fn loosenings(&self, spec: &SandboxSpec) -> Vec<String> {
-        let _ = spec;
+    fn loosenings(&self, _spec: &SandboxSpec) -> Vec<String> {
         Vec::new()
     }
 
@@ -401,37 +400,28 @@ pub trait Backend: Send + Sync {
     /// a reference moved to other content (a tag rebuilt) is told apart
     /// from the one seen before; `None` when the backend cannot say.
     /// `runner eval` seeds once per identity.
-    async fn image_identity(&self, image: &str) -> Result<Option<String>, ExecError> {
-        let _ = image;
+    async fn image_identity(&self, _image: &str) -> Result<Option<String>, ExecError> {
         Ok(None)
     }
 
     /// Removes an image this backend made for a run (a sandbox's
     /// [`Executor::snapshot`]); one already gone counts as removed. A
     /// backend without images has nothing to remove.
-    async fn remove_image(&self, image: &str) -> Result<(), ExecError> {
-        let _ = image;
+    async fn remove_image(&self, _image: &str) -> Result<(), ExecError> {
         Ok(())
     }
 
-    /// Copies the image's working directory (a task's start state) into
-    /// the empty host directory `host`.
-    async fn seed(&self, image: &str, host: &Path, run_id: &str) -> Result<Seeded, ExecError>;
-
-    /// Like [`Backend::seed`], but copies the image's directory `dir`
-    /// when given (a task's own `workdir`) rather than its WORKDIR; the
-    /// result's `workdir` is then `dir`. A backend without images seeds
-    /// as [`Backend::seed`] does.
-    async fn seed_dir(
+    /// Copies the image's directory `dir` (a task's own `workdir`), or
+    /// its WORKDIR when `None` (a task's start state), into the empty host
+    /// directory `host`; the result's `workdir` is the one copied. A
+    /// backend without images leaves `host` as it is.
+    async fn seed(
         &self,
         image: &str,
         dir: Option<&str>,
         host: &Path,
         run_id: &str,
-    ) -> Result<Seeded, ExecError> {
-        let _ = dir;
-        self.seed(image, host, run_id).await
-    }
+    ) -> Result<Seeded, ExecError>;
 
     /// Starts one sandbox.
     async fn start(&self, spec: SandboxSpec) -> Result<Arc<dyn Executor>, ExecError>;

@@ -183,11 +183,7 @@ impl Backend for DockerBackend {
         super::snapshot::remove_image(&docker, image).await
     }
 
-    async fn seed(&self, image: &str, host: &Path, run_id: &str) -> Result<Seeded, ExecError> {
-        seed::seed_workspace(image, None, host, run_id).await
-    }
-
-    async fn seed_dir(
+    async fn seed(
         &self,
         image: &str,
         dir: Option<&str>,

@@ -39,7 +39,13 @@ impl Backend for LocalBackend {
         }
     }
 
-    async fn seed(&self, _image: &str, host: &Path, _run_id: &str) -> Result<Seeded, ExecError> {
+    async fn seed(
+        &self,
+        _image: &str,
+        _dir: Option<&str>,
+        host: &Path,
+        _run_id: &str,
+    ) -> Result<Seeded, ExecError> {
         Ok(Seeded {
             workdir: host.display().to_string(),
             skipped: 0,
