@@ -405,7 +405,7 @@ pub trait Backend: Send + Sync {
     }
 
     /// Removes an image this backend made for a run (a sandbox's
-    /// [`Executor::snapshot`]); one already gone counts as removed. A
+    /// [`crate::exec::Snapshots::snapshot`]); one already gone counts as removed. A
     /// backend without images has nothing to remove.
     async fn remove_image(&self, _image: &str) -> Result<(), ExecError> {
         Ok(())

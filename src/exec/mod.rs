@@ -73,7 +73,7 @@ pub struct ExecOutput {
     pub duration_ms: u64,
 }
 
-/// A process running in a sandbox (see [`Executor::processes`]).
+/// A process running in a sandbox (see [`Processes::processes`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProcessInfo {
     /// Its pid, as the sandbox numbers them.

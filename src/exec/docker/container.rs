@@ -130,7 +130,7 @@ pub fn host_pids_limit(cfg: &DockerConfig, kernel: Kernel) -> i64 {
 /// none, see `sandbox/supervisor`): to kill every command process, to
 /// switch to the sandbox user, and to empty the commands' bounding set;
 /// and root's file capabilities, which it only lends a verifier's last
-/// command (`Executor::execute_final`). All under the ceiling
+/// command (`Users::execute_final`). All under the ceiling
 /// (`hardening::CAPABILITY_CEILING`): no DAC_READ_SEARCH, whose
 /// `open_by_handle_at` leaves any bind mount (DAC_OVERRIDE already lets a
 /// root verifier read every file; Harbor's root verifier runs without it).

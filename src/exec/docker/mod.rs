@@ -272,7 +272,7 @@ impl DockerExecutor {
     }
 
     /// Runs one command, as the sandbox user or `as_user` (see
-    /// `Executor::execute_as`).
+    /// `Users::execute_as`).
     async fn run_command(
         &self,
         req: ExecRequest,

@@ -45,7 +45,7 @@ pub struct Target<'a> {
     pub oom: &'a OomCounter,
     pub lifeline: &'a Lifeline,
     /// Run as this `(uid, gid)` rather than `user`, without the shell
-    /// session (see `Executor::execute_as`).
+    /// session (see `Users::execute_as`).
     pub as_user: Option<(u32, u32)>,
     /// With `as_user`: keep CAP_SETUID and CAP_SETGID.
     pub switch_user: bool,
