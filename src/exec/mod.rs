@@ -178,7 +178,10 @@ pub enum ExecError {
     },
     /// This backend cannot filter a sandbox's egress by host name.
     #[error("the {backend} executor cannot limit a sandbox's network to allowed hosts")]
-    NoAllowlist { backend: &'static str },
+    NoAllowlist {
+        backend: &'static str,
+        hint: &'static str,
+    },
     /// The backend cannot do what the task needs (build an image, run
     /// sidecars): said before anything starts, as the backend's
     /// [`backend::Capabilities`] tell.
@@ -255,11 +258,9 @@ impl ExecError {
             | ExecError::ImageUnavailable { hint, .. }
             | ExecError::ProxyImageMissing { hint, .. }
             | ExecError::EgressNetwork { hint, .. } => Some(hint.clone()),
-            ExecError::NoAllowlist { .. } => Some(
-                "use --executor docker for --allow-host (or a task's network_mode = \"allowlist\")"
-                    .to_string(),
-            ),
-            ExecError::Incapable { hint, .. } => Some(hint.to_string()),
+            ExecError::NoAllowlist { hint, .. } | ExecError::Incapable { hint, .. } => {
+                Some(hint.to_string())
+            }
             // Giving the directory to the range is no way out: a directory
             // not owned by the person running runner is refused (workspace.rs).
             ExecError::RemappedWorkspace { .. } => Some(

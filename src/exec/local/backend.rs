@@ -59,7 +59,10 @@ impl Backend for LocalBackend {
         // Host processes reach whatever the host reaches: no list of
         // names can be held to.
         if spec.network == Network::Allowlist {
-            return Err(ExecError::NoAllowlist { backend: "local" });
+            return Err(ExecError::NoAllowlist {
+                backend: "local",
+                hint: "use --executor docker for --allow-host (or a task's network_mode = \"allowlist\")",
+            });
         }
         let workdir = match (&spec.workdir, &spec.workspace) {
             (Some(w), _) => PathBuf::from(w),
