@@ -71,7 +71,8 @@ rm {to_symlink} && ln -s /etc/shadow {to_symlink}
 ln -s /etc/shadow /etc/runner-shadow-link
 ln {link_src} /usr/runner-hardlink
 mkfifo /etc/runner-fifo
-mknod /etc/runner-null c 1 3
+# gVisor refuses device nodes; runc makes one.
+mknod /etc/runner-null c 1 3 2>/dev/null || true
 touch "$(printf '/etc/runner-nl\nx')" "$(printf '/etc/runner-\377\376x')"
 echo t > /tmp/runner-tmp
 echo h > "$HOME/runner-home"
@@ -170,7 +171,6 @@ async fn same_as_the_engine(v: &Victims) {
         (ChangeKind::Deleted, v.delete_tree),
         (ChangeKind::Modified, v.to_symlink),
         (ChangeKind::Added, "/usr/runner-hardlink"),
-        (ChangeKind::Added, "/etc/runner-fifo"),
         (ChangeKind::Added, "/etc/runner-nl\nx"),
         (ChangeKind::Added, "/etc/runner-\u{fffd}\u{fffd}x"),
         (ChangeKind::Added, "/usr/runner-user/d/e/g"),
@@ -179,6 +179,13 @@ async fn same_as_the_engine(v: &Victims) {
     ] {
         assert!(has(k, p), "{}: no {k:?} {p:?} in {upper:?}", v.image);
     }
+    // gVisor keeps a named pipe in its own memory: no layer on the host
+    // has it, so neither list does.
+    assert_eq!(
+        has(ChangeKind::Added, "/etc/runner-fifo"),
+        !on_gvisor(&ex),
+        "{upper:?}"
+    );
     assert!(
         upper.iter().all(|c| !c.path.contains("-home")),
         "HOME is a mount: {upper:?}"
