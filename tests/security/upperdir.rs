@@ -61,7 +61,14 @@ async fn links_planted_in_the_upper_directory_are_listed_never_followed() {
         assert!(has(k, p), "no {k:?} {p}: {upper:?}");
     }
     for c in upper.iter() {
-        for link in ["/x/", "/y/", "/canary-link/", "/d/sub/", "/d/docker/", "/usr/sbin/"] {
+        for link in [
+            "/x/",
+            "/y/",
+            "/canary-link/",
+            "/d/sub/",
+            "/d/docker/",
+            "/usr/sbin/",
+        ] {
             assert!(!c.path.starts_with(link), "{} is behind a link", c.path);
         }
         assert!(!c.path.contains("host-only-canary"), "{}", c.path);

@@ -171,9 +171,10 @@ impl Walk {
         let here = Here { upper, lower, path };
         let shown = here.shown();
         let mut present: HashSet<OsString> = HashSet::new();
-        // In name order, so the same changes make the same list.
+        // In name order (a whiteout at the name it hides), so the same
+        // changes make the same list.
         let mut names = super::overlay::entries(upper, &shown)?;
-        names.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        names.sort_unstable_by(|a, b| sort_key(&a.0).cmp(sort_key(&b.0)));
         for (name, _) in names {
             self.tick()?;
             let bytes = name.as_bytes();
@@ -260,6 +261,12 @@ impl Walk {
     }
 }
 
+/// Where an upper entry sorts: a whiteout at the name it hides.
+fn sort_key(name: &OsStr) -> &[u8] {
+    let bytes = name.as_bytes();
+    bytes.strip_prefix(WHITEOUT_PREFIX).unwrap_or(bytes)
+}
+
 /// Whether the engine's diff counts an entry changed from `old` to `new`:
 /// mode (with the kind), owner, group or device differ, or, except for
 /// directories, size or modification time (as the engine compares them:
@@ -309,4 +316,170 @@ pub fn engine_text(path: &[u8]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::symlink;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const ALL: Bounds = Bounds {
+        keep: 1000,
+        budget: Duration::from_secs(60),
+    };
+
+    fn list(c: &FsChanges) -> Vec<(ChangeKind, &str)> {
+        c.iter().map(|c| (c.kind, c.path.as_str())).collect()
+    }
+
+    /// A lower layer with /etc/{a,b}, /opt/old/{x,y} and /bin/tool, and an
+    /// empty upper directory.
+    fn layers() -> (tempfile::TempDir, tempfile::TempDir) {
+        let (upper, lower) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let l = lower.path();
+        for d in ["etc", "opt/old", "bin"] {
+            fs::create_dir_all(l.join(d)).unwrap();
+        }
+        for f in ["etc/a", "etc/b", "opt/old/x", "opt/old/y", "bin/tool"] {
+            fs::write(l.join(f), "lower").unwrap();
+        }
+        (upper, lower)
+    }
+
+    fn walk(upper: &Path, lower: &Path, bounds: Bounds) -> Result<FsChanges, WalkError> {
+        changes(upper, &[lower.to_path_buf()], bounds)
+    }
+
+    #[test]
+    fn upper_entries_become_the_engines_kinds() {
+        use ChangeKind::{Added as A, Deleted as D, Modified as M};
+        let (upper, lower) = layers();
+        let u = upper.path();
+        for d in ["etc", "opt/old", "bin", "new/deep"] {
+            fs::create_dir_all(u.join(d)).unwrap();
+        }
+        fs::write(u.join("etc/a"), "changed, and longer").unwrap();
+        fs::write(u.join("etc/.wh.b"), "").unwrap();
+        fs::write(u.join("etc/.wh.never-there"), "").unwrap();
+        fs::write(u.join("new/deep/f"), "").unwrap();
+        // `rm -rf /opt/old && mkdir /opt/old && touch /opt/old/y`.
+        fs::write(u.join("opt/old/.wh..wh..opq"), "").unwrap();
+        fs::write(u.join("opt/old/y"), "new").unwrap();
+        // A directory copied up with nothing changed in it is not listed.
+        let got = walk(u, lower.path(), ALL).unwrap();
+        assert_eq!(
+            list(&got),
+            [
+                (M, "/etc"),
+                (M, "/etc/a"),
+                (D, "/etc/b"),
+                (A, "/new"),
+                (A, "/new/deep"),
+                (A, "/new/deep/f"),
+                (M, "/opt"),
+                (M, "/opt/old"),
+                (M, "/opt/old/y"),
+                (D, "/opt/old/x"),
+            ]
+        );
+        assert_eq!(got.omitted, 0);
+    }
+
+    #[test]
+    fn the_list_is_cut_at_the_cap_and_the_rest_counted() {
+        let (upper, lower) = layers();
+        for i in 0..10 {
+            fs::write(upper.path().join(format!("f{i}")), "").unwrap();
+        }
+        let cut = Bounds { keep: 4, ..ALL };
+        let got = walk(upper.path(), lower.path(), cut).unwrap();
+        assert_eq!((got.len(), got.omitted), (4, 6));
+        // A directory listed after its content still goes before it.
+        let (upper, lower) = layers();
+        fs::create_dir(upper.path().join("etc")).unwrap();
+        for i in 0..5 {
+            fs::write(upper.path().join(format!("etc/n{i}")), "").unwrap();
+        }
+        let got = walk(upper.path(), lower.path(), Bounds { keep: 3, ..ALL }).unwrap();
+        assert_eq!(got[0].path, "/etc");
+        assert_eq!((got.len(), got.omitted), (3, 3));
+    }
+
+    #[test]
+    fn too_deep_too_slow_and_not_utf8_are_handled() {
+        let (upper, lower) = layers();
+        let mut p = upper.path().to_path_buf();
+        for _ in 0..MAX_WALK_DEPTH + 1 {
+            p.push("d");
+        }
+        fs::create_dir_all(&p).unwrap();
+        assert!(matches!(
+            walk(upper.path(), lower.path(), ALL),
+            Err(WalkError::TooDeep(_))
+        ));
+        let (upper, lower) = layers();
+        for i in 0..600 {
+            fs::write(upper.path().join(format!("f{i}")), "").unwrap();
+        }
+        let none = Bounds {
+            budget: Duration::ZERO,
+            ..ALL
+        };
+        assert!(matches!(
+            walk(upper.path(), lower.path(), none),
+            Err(WalkError::OverBudget(_))
+        ));
+        assert_eq!(
+            engine_text(b"/a\n\xff\xfe\xe2\x82x"),
+            "/a\n\u{fffd}\u{fffd}\u{fffd}\u{fffd}x"
+        );
+    }
+
+    #[test]
+    fn links_are_listed_and_never_entered_even_when_swapped_in() {
+        let (upper, lower) = layers();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("host-secret"), "host").unwrap();
+        symlink(outside.path(), upper.path().join("link")).unwrap();
+        // Over a lower directory: modified, and its content not looked at.
+        symlink(outside.path(), upper.path().join("bin")).unwrap();
+        let got = walk(upper.path(), lower.path(), ALL).unwrap();
+        assert_eq!(
+            list(&got),
+            [(ChangeKind::Modified, "/bin"), (ChangeKind::Added, "/link")]
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (d, target, stop) = (
+                upper.path().join("race"),
+                outside.path().to_path_buf(),
+                stop.clone(),
+            );
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = fs::create_dir(&d);
+                    let _ = fs::write(d.join("mine"), "");
+                    let _ = fs::remove_dir_all(&d);
+                    let _ = symlink(&target, &d);
+                    let _ = fs::remove_file(&d);
+                }
+            })
+        };
+        let mut read = 0;
+        for _ in 0..500 {
+            if let Ok(got) = walk(upper.path(), lower.path(), ALL) {
+                read += 1;
+                assert!(
+                    got.iter().all(|c| !c.path.contains("host-secret")),
+                    "{got:?}"
+                );
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert!(read > 0, "every walk gave up");
+    }
 }
