@@ -148,7 +148,7 @@ impl Walk {
         if self.entries > MAX_WALK_ENTRIES {
             return Err(WalkError::TooManyEntries);
         }
-        if self.entries % 256 == 0 && self.started.elapsed() > self.budget {
+        if self.entries.is_multiple_of(256) && self.started.elapsed() > self.budget {
             return Err(WalkError::OverBudget(self.budget));
         }
         Ok(())
