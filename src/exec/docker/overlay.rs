@@ -73,12 +73,23 @@ pub fn open_root(path: &Path) -> io::Result<OwnedFd> {
 }
 
 /// The entries of directory `dir` with their types as listed (without
-/// `.` and `..`), in the order the filesystem gives them.
-pub fn entries(dir: &OwnedFd, shown: &Path) -> io::Result<Vec<(OsString, Option<Type>)>> {
+/// `.` and `..`), in the order the filesystem gives them; more than `max`
+/// is an error, so a directory of millions of entries is never held.
+pub fn entries(
+    dir: &OwnedFd,
+    shown: &Path,
+    max: usize,
+) -> io::Result<Vec<(OsString, Option<Type>)>> {
     let dup = dir.try_clone()?;
     let mut d = Dir::from_fd(dup).map_err(|e| nix_err(e, "listing", shown))?;
     let mut out = Vec::new();
     for entry in d.iter() {
+        if out.len() >= max {
+            return Err(io::Error::other(format!(
+                "{} holds more than {max} entries",
+                shown.display()
+            )));
+        }
         let entry = entry.map_err(|e| nix_err(e, "listing", shown))?;
         let bytes = entry.file_name().to_bytes();
         if bytes == b"." || bytes == b".." {
@@ -96,12 +107,39 @@ pub fn entries(dir: &OwnedFd, shown: &Path) -> io::Result<Vec<(OsString, Option<
 pub fn xattr_at(dir: &OwnedFd, name: &OsStr, key: &str) -> io::Result<Option<Vec<u8>>> {
     let mut path = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
     path.push(name);
-    match xattr::get(&path, key) {
-        Ok(v) => Ok(v),
-        // A filesystem or entry (a link) without attributes has none.
+    none_if_unsupported(xattr::get(&path, key))
+}
+
+/// An attribute read where the filesystem keeps none: absent.
+fn none_if_unsupported(read: io::Result<Option<Vec<u8>>>) -> io::Result<Option<Vec<u8>>> {
+    match read {
         Err(e) if e.raw_os_error() == Some(nix::libc::ENOTSUP) => Ok(None),
-        Err(e) => Err(e),
+        other => other,
     }
+}
+
+/// Whether entry `name` of `dir` has its owner or mode kept in an
+/// attribute (fuse-overlayfs' `override_stat`, when it runs without the
+/// right to set them): what the host sees is then not what the
+/// container sees.
+pub fn overrides_stat(dir: &OwnedFd, name: &OsStr) -> io::Result<bool> {
+    let mut path = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    path.push(name);
+    let names = match xattr::list(&path) {
+        Ok(names) => names,
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENOTSUP) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    Ok(names
+        .into_iter()
+        .any(|n| n.as_bytes().ends_with(b".override_stat")))
+}
+
+/// Whether `name` is one entry's name (whiteouts name what they hide,
+/// and `.wh...` must not name the parent).
+pub fn is_plain_name(name: &OsStr) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty() && b != b"." && b != b".." && !b.contains(&b'/')
 }
 
 /// Whether the open directory `dir` is opaque: the layers below it do not
@@ -110,7 +148,7 @@ pub fn is_opaque(dir: &OwnedFd, shown: &Path) -> io::Result<bool> {
     use xattr::FileExt as _;
     let file = std::fs::File::from(dir.try_clone()?);
     for key in OPAQUE_XATTRS {
-        if file.get_xattr(key)?.as_deref() == Some(b"y") {
+        if none_if_unsupported(file.get_xattr(key))?.as_deref() == Some(b"y") {
             return Ok(true);
         }
     }
@@ -164,6 +202,9 @@ impl Lower {
     /// The entry `name` as the merged lower layers show it, or `None`
     /// when no layer has it or a whiteout above hides it.
     pub fn lookup(&self, name: &OsStr) -> io::Result<Option<LowerEntry>> {
+        if !is_plain_name(name) {
+            return Ok(None);
+        }
         let mut found: Option<LowerEntry> = None;
         for (at, layer) in self.dirs.iter().enumerate() {
             let Some(st) = stat_at(layer, name, &self.path)? else {
@@ -223,13 +264,8 @@ impl Lower {
         let mut seen: HashSet<OsString> = HashSet::new();
         let mut shown = Vec::new();
         for layer in &self.dirs {
-            for (name, ty) in entries(layer, &self.path)? {
-                if seen.len() >= seen_max {
-                    return Err(io::Error::other(format!(
-                        "{} holds more than {seen_max} entries",
-                        self.path.display()
-                    )));
-                }
+            let left = seen_max.saturating_sub(seen.len());
+            for (name, ty) in entries(layer, &self.path, left)? {
                 let bytes = name.as_bytes();
                 if bytes == OPAQUE_MARKER || bytes == b".wh..opq" {
                     continue;

@@ -29,13 +29,14 @@ use std::time::{Duration, Instant};
 use nix::sys::stat::{FileStat, SFlag};
 
 use super::overlay::{
-    Lower, OPAQUE_MARKER, WHITEOUT_PREFIX, is_dir, is_marker, is_opaque, is_whiteout, kind,
-    open_root, stat_at, xattr_at,
+    Lower, OPAQUE_MARKER, WHITEOUT_PREFIX, is_dir, is_marker, is_opaque, is_plain_name,
+    is_whiteout, kind, open_root, overrides_stat, stat_at, xattr_at,
 };
 use crate::exec::{ChangeKind, FsChange, FsChanges};
 
-/// Deepest nesting walked; deeper makes the walk give up.
-pub const MAX_WALK_DEPTH: usize = 512;
+/// Deepest nesting walked; deeper makes the walk give up (the walk
+/// recurses, on a blocking thread's 2 MiB stack).
+pub const MAX_WALK_DEPTH: usize = 128;
 /// Most upper-directory entries looked at before giving up.
 pub const MAX_WALK_ENTRIES: usize = 2_000_000;
 /// The file capability attribute, which the engine's diff compares too.
@@ -50,6 +51,8 @@ pub enum WalkError {
     TooDeep(String),
     #[error("more than {MAX_WALK_ENTRIES} entries")]
     TooManyEntries,
+    #[error("{0} keeps its owner or mode in an attribute")]
+    StatOverride(String),
     #[error("not done within {0:?}")]
     OverBudget(Duration),
 }
@@ -173,7 +176,8 @@ impl Walk {
         let mut present: HashSet<OsString> = HashSet::new();
         // In name order (a whiteout at the name it hides), so the same
         // changes make the same list.
-        let mut names = super::overlay::entries(upper, &shown)?;
+        let left = MAX_WALK_ENTRIES.saturating_sub(self.entries);
+        let mut names = super::overlay::entries(upper, &shown, left)?;
         names.sort_unstable_by(|a, b| sort_key(&a.0).cmp(sort_key(&b.0)));
         for (name, _) in names {
             self.tick()?;
@@ -216,7 +220,7 @@ impl Walk {
     /// show that name (an opaque directory's deletions are listed from the
     /// lower layers instead).
     fn whiteout(&mut self, here: &Here<'_>, name: &OsStr, opaque: bool) -> Result<(), WalkError> {
-        if !opaque && here.lower.lookup(name)?.is_some() {
+        if !opaque && is_plain_name(name) && here.lower.lookup(name)?.is_some() {
             self.push(ChangeKind::Deleted, &here.child(name));
         }
         Ok(())
@@ -232,6 +236,9 @@ impl Walk {
         depth: usize,
     ) -> Result<(), WalkError> {
         let path = here.child(name);
+        if overrides_stat(here.upper, name)? {
+            return Err(WalkError::StatOverride(engine_text(&path)));
+        }
         let below = here.lower.lookup(name)?;
         let listed = match &below {
             None => {
@@ -416,10 +423,15 @@ mod tests {
             p.push("d");
         }
         fs::create_dir_all(&p).unwrap();
-        assert!(matches!(
-            walk(upper.path(), lower.path(), ALL),
-            Err(WalkError::TooDeep(_))
-        ));
+        // Half the stack of a blocking thread is enough to reach the cap.
+        let (u, l) = (upper.path().to_path_buf(), lower.path().to_path_buf());
+        let deep = std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || walk(&u, &l, ALL))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(matches!(deep, Err(WalkError::TooDeep(_))), "{deep:?}");
         let (upper, lower) = layers();
         for i in 0..600 {
             fs::write(upper.path().join(format!("f{i}")), "").unwrap();
@@ -436,6 +448,31 @@ mod tests {
             engine_text(b"/a\n\xff\xfe\xe2\x82x"),
             "/a\n\u{fffd}\u{fffd}\u{fffd}\u{fffd}x"
         );
+    }
+
+    #[test]
+    fn odd_whiteouts_and_stat_overrides_are_not_taken_at_their_word() {
+        let (upper, lower) = layers();
+        // `.wh...` would hide the parent, `.wh.` nothing: neither is listed,
+        // and nothing outside the layer is looked at.
+        for n in [".wh...", ".wh..", ".wh."] {
+            fs::write(upper.path().join(n), "").unwrap();
+        }
+        let got = walk(upper.path(), lower.path(), ALL).unwrap();
+        assert!(got.is_empty(), "{got:?}");
+        // Owner and mode kept in an attribute: the host's stat is not the
+        // container's, so the walk gives up.
+        fs::write(upper.path().join("f"), "").unwrap();
+        xattr::set(
+            upper.path().join("f"),
+            "user.fuseoverlayfs.override_stat",
+            b"0:0:0755",
+        )
+        .unwrap();
+        assert!(matches!(
+            walk(upper.path(), lower.path(), ALL),
+            Err(WalkError::StatOverride(p)) if p == "/f"
+        ));
     }
 
     #[test]
