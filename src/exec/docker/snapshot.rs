@@ -289,6 +289,41 @@ mod tests {
     }
 
     #[test]
+    fn only_an_overlay_with_absolute_layer_paths_is_walked() {
+        let driver = |name: &str, data: &[(&str, &str)]| {
+            Some(DriverData {
+                name: name.into(),
+                data: data
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            })
+        };
+        let (upper, lowers) = overlay_layers(driver(
+            "fuse-overlayfs",
+            &[
+                ("UpperDir", "/u/diff"),
+                ("LowerDir", "/a-init/diff:/b/diff"),
+            ],
+        ))
+        .expect("an overlay");
+        assert_eq!(upper, PathBuf::from("/u/diff"));
+        assert_eq!(lowers, [PathBuf::from("/a-init/diff"), "/b/diff".into()]);
+        // No lower layer (an image of nothing) is still an overlay.
+        let (_, none) = overlay_layers(driver("overlay2", &[("UpperDir", "/u")])).expect("ok");
+        assert!(none.is_empty());
+        for bad in [
+            None,
+            driver("btrfs", &[("UpperDir", "/u")]),
+            driver("overlay2", &[("LowerDir", "/l")]),
+            driver("overlay2", &[("UpperDir", "u/diff")]),
+            driver("overlay2", &[("UpperDir", "/u"), ("LowerDir", "/l:rel")]),
+        ] {
+            assert!(overlay_layers(bad.clone()).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn snapshots_are_told_by_tag_and_label() {
         let l = HashMap::from([(LABEL_SNAPSHOT.to_string(), "r".to_string())]);
         let tag = format!("{SNAPSHOT_REPO}:{}", snapshot_tag("2026/x y"));
