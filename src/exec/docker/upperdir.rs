@@ -4,7 +4,7 @@
 //! Debian image), while everything the container changed is in its upper
 //! directory (milliseconds).
 //!
-//! The list is the one the engine's (naive) diff makes: an entry of the
+//! The list is the one the engine's naive diff (fuse-overlayfs') makes: an entry of the
 //! upper directory that the lower layers do not show is added (and so is
 //! everything under it); one they show is modified when its mode, owner,
 //! device, or (not for directories) size or modification time differ, or
@@ -101,10 +101,15 @@ struct Here<'a> {
 }
 
 impl Here<'_> {
+    /// The directory's path in the container, for messages.
     fn shown(&self) -> PathBuf {
+        if self.path.is_empty() {
+            return PathBuf::from("/");
+        }
         PathBuf::from(OsStr::from_bytes(self.path))
     }
 
+    /// The path in the container of entry `name` of this directory.
     fn child(&self, name: &OsStr) -> Vec<u8> {
         let mut p = self.path.to_vec();
         p.push(b'/');
@@ -119,6 +124,7 @@ impl Walk {
         self.out.changes.len() + self.out.omitted
     }
 
+    /// Keeps a change at the end of the list (or counts it).
     fn push(&mut self, kind: ChangeKind, path: &[u8]) {
         let at = self.out.changes.len();
         self.insert(at, kind, path);
