@@ -127,3 +127,47 @@ async fn a_directory_swapped_for_a_link_during_the_walk_is_never_entered() {
     assert!(read > 0, "every walk gave up ({gave_up})");
     finish(&d, ex, &run_id).await;
 }
+
+#[tokio::test]
+async fn a_forged_whiteout_neither_hides_a_change_nor_denies_the_evidence() {
+    let _s = serial();
+    let d = docker().await;
+    let mut c = cfg("upperdir-forge");
+    c.writable_rootfs = true;
+    c.user = "0:0".into();
+    c.cap_add = vec!["MKNOD".into()];
+    let run_id = c.run_id.clone();
+    let ex = start(c).await;
+    // fuse-overlayfs refuses each (a 0:0 device is its whiteout, `.wh.`
+    // names its markers); the failed mknod has been seen to leave /etc
+    // unlistable through the merged view, so the engine's diff fails
+    // ("readdirent: no such file or directory") while the upper
+    // directory still reads.
+    let out = run(
+        &ex,
+        "mknod /etc/runner-forged c 0 0; touch /etc/.wh.passwd /usr/.wh..wh..opq; \
+         echo planted > /usr/runner-after-forge; echo done",
+        10.0,
+    )
+    .await;
+    assert!(out.output.trim_end().ends_with("done"), "{out:?}");
+    let cid = ex.container_id().to_string();
+    let upper = upper_changes(&d, &cid)
+        .await
+        .unwrap_or_else(|why| panic!("the upper directory was not read: {why}"));
+    let found: Vec<(ChangeKind, &str)> = upper.iter().map(|c| (c.kind, c.path.as_str())).collect();
+    assert!(
+        found.contains(&(ChangeKind::Added, "/usr/runner-after-forge")),
+        "{found:?}"
+    );
+    // Nothing of the image is reported gone: no marker was made.
+    assert!(
+        found.iter().all(|(k, _)| *k != ChangeKind::Deleted),
+        "{found:?}"
+    );
+    let through = runner::exec::FsChangesOf::changes(&ex)
+        .await
+        .expect("changes()");
+    assert_eq!(through, upper);
+    finish(&d, ex, &run_id).await;
+}
