@@ -23,4 +23,5 @@ mod pull;
 mod services;
 mod shell;
 mod snapshot;
+mod upperdir;
 mod workdir;

@@ -33,5 +33,6 @@ mod sigkill;
 mod supervisor;
 mod temp_dirs;
 mod terminal;
+mod upperdir;
 mod userns;
 mod workspace;

@@ -27,11 +27,13 @@ mod kill;
 mod launch;
 mod lifeline;
 mod oom;
+mod overlay;
 mod run;
 mod seed;
 mod services;
 mod snapshot;
 mod start;
+mod upperdir;
 mod workspace;
 
 use client::ENGINE;
@@ -59,7 +61,9 @@ pub use gc::{GcReport, gc};
 pub use hardening::{CAPABILITY_CEILING, NEVER_CAPS};
 pub use seed::seed_workspace;
 pub use services::{DockerServices, LABEL_SERVICE};
-pub use snapshot::{LABEL_SNAPSHOT, SNAPSHOT_REPO};
+pub use snapshot::{
+    LABEL_SNAPSHOT, SNAPSHOT_REPO, UPPER_WALK_BUDGET, engine_changes, upper_changes,
+};
 pub use workspace::recover_disks;
 
 use super::{
