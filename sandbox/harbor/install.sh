@@ -38,7 +38,17 @@ command -v debootstrap >/dev/null 2>&1 || {
 work="$(dirname "$dest")"
 mkdir -p "$work"
 tmp="$dest.tmp"
-rm -rf "$tmp"
+# An install killed mid-way (debootstrap mounts /proc in the root it makes)
+# leaves mounts under the half-made root: unmount them, deepest first, before
+# removing it, and never let the removal cross into another filesystem.
+unmount_under() {
+  local root
+  root="$(realpath -m "$1")"
+  awk -v r="$root" '$2 == r || index($2, r "/") == 1 { print $2 }' /proc/mounts \
+    | sort -r | while read -r m; do umount -l "$m" || true; done
+}
+unmount_under "$tmp"
+rm -rf --one-file-system "$tmp"
 echo "debootstrap $suite into $tmp (a few minutes)"
 debootstrap --variant=minbase --include="$packages" "$suite" "$tmp" "$mirror" >"$work/debootstrap.log" 2>&1 \
   || { tail -n 20 "$work/debootstrap.log" >&2; die "debootstrap of Debian $suite failed (log: $work/debootstrap.log)" \
@@ -79,6 +89,7 @@ want="$(sed -n 's/^harbor==//p' "$here/requirements.txt")"
 chroot "$tmp" docker compose version >/dev/null || die "docker compose does not run in the $suite root"
 
 printf '%s\n' "$stamp_want" >"$tmp/.runner-harbor-installed"
-rm -rf "$dest"
+unmount_under "$dest"
+rm -rf --one-file-system "$dest"
 mv "$tmp" "$dest"
 echo "Harbor $got installed: $dest (run it with sandbox/harbor/harbor.sh)"
