@@ -621,14 +621,18 @@ fn command_env(pairs: &[String]) -> Result<Vec<(String, String)>, ConfigError> {
     Ok(env)
 }
 
+/// The smallest `--disk`.
+const MIN_DISK_BYTES: u64 = 16 << 20;
+/// The smallest `--memory`.
+const MIN_MEMORY_BYTES: i64 = 6 << 20;
+
 /// Parses `--disk`: a size of at least 16 MiB, or `unlimited`.
 pub fn parse_disk(s: &str) -> Result<Option<u64>, ConfigError> {
     if matches!(s.trim().to_ascii_lowercase().as_str(), "unlimited" | "none") {
         return Ok(None);
     }
-    const MIN_DISK_BYTES: f64 = (16 << 20) as f64;
     match parse_size(s) {
-        Some(b) if b >= MIN_DISK_BYTES && b <= u64::MAX as f64 => {
+        Some(b) if b >= MIN_DISK_BYTES as f64 && b <= u64::MAX as f64 => {
             Ok(Some(crate::convert::u64_from_f64(b)))
         }
         _ => Err(ConfigError::BadDisk(s.to_string())),
@@ -639,11 +643,28 @@ pub fn parse_disk(s: &str) -> Result<Option<u64>, ConfigError> {
 pub fn parse_memory(s: &str) -> Result<i64, ConfigError> {
     let bad = || ConfigError::BadMemory(s.to_string());
     let bytes = parse_size(s).ok_or_else(bad)?;
-    const MIN_MEMORY_BYTES: f64 = (6 << 20) as f64;
-    if bytes < MIN_MEMORY_BYTES || bytes > i64::MAX as f64 {
+    if bytes < MIN_MEMORY_BYTES as f64 || bytes > i64::MAX as f64 {
         return Err(bad());
     }
     Ok(crate::convert::i64_from_f64(bytes))
+}
+
+/// A memory limit already in bytes (a task's), under the same bounds as
+/// `--memory`.
+pub fn memory_bytes(bytes: i64) -> Result<i64, ConfigError> {
+    if bytes < MIN_MEMORY_BYTES {
+        return Err(ConfigError::BadMemory(bytes.to_string()));
+    }
+    Ok(bytes)
+}
+
+/// A disk size already in bytes (a task's), under the same bounds as
+/// `--disk`.
+pub fn disk_bytes(bytes: u64) -> Result<Option<u64>, ConfigError> {
+    if bytes < MIN_DISK_BYTES {
+        return Err(ConfigError::BadDisk(bytes.to_string()));
+    }
+    Ok(Some(bytes))
 }
 
 /// Bytes of a size like `512m`, `2g`, `1.5G`, `1048576` (binary units).

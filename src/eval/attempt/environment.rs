@@ -287,7 +287,6 @@ pub(super) fn attempt_config(
     let mut b = ctx.base.clone();
     b.sandbox.image = image.to_string();
     b.sandbox.cpus = task.cpus;
-    b.sandbox.memory = task.memory_bytes.to_string();
     b.sandbox.network = network.network;
     b.sandbox.allowed_hosts = network.allowed_hosts.clone();
     b.sandbox.egress_network = ctx
@@ -299,9 +298,13 @@ pub(super) fn attempt_config(
     }
     // Harbor's environment: the root filesystem is the task's to change.
     b.sandbox.writable_rootfs = !ctx.read_only_rootfs;
-    if let Some(bytes) = task.storage_bytes {
-        b.sandbox.disk = bytes.to_string();
-    }
     b.max_time_secs = Some(crate::convert::u64_from_f64(task.agent_timeout_secs.ceil()));
-    b.build()
+    // The task's sizes are bytes already: set typed, under the flags'
+    // bounds, never written out as text to be parsed again.
+    let mut config = b.build()?;
+    config.sandbox.memory_bytes = crate::config::memory_bytes(task.memory_bytes)?;
+    if let Some(bytes) = task.storage_bytes {
+        config.sandbox.disk_bytes = crate::config::disk_bytes(bytes)?;
+    }
+    Ok(config)
 }
