@@ -607,12 +607,29 @@ fn spawn_thinking(d: &Dir) -> std::process::Child {
         d,
         json!([{"text": "slow thought", "delay_ms": 60_000}, {"text": "never"}]),
     );
-    d.scripted(&s)
-        .args(["--executor", "local", "think"])
+    let mut cmd = d.scripted(&s);
+    cmd.args(["--executor", "local", "think"])
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn")
+        .stderr(std::process::Stdio::piped());
+    // A test harness started in the background of a script (`make test &`)
+    // inherits SIGINT ignored, and so would runner until its handler is in:
+    // a Ctrl-C landing in the loader would then be dropped, neither fatal
+    // nor caught. What is tested is runner's own start, so it starts with
+    // the default action, as a job in a terminal does.
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec only sigaction runs, which is
+    // async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGINT,
+                nix::sys::signal::SigHandler::SigDfl,
+            )
+            .map(|_| ())
+            .map_err(std::io::Error::from)
+        });
+    }
+    cmd.spawn().expect("spawn")
 }
 
 fn ctrl_c_after(delay_ms: u64) -> Try {
