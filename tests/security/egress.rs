@@ -331,3 +331,27 @@ async fn an_empty_allowlist_admits_nothing_and_a_missing_egress_network_is_named
             .is_empty()
     );
 }
+
+/// A world a killed test left (no drop runs after SIGKILL) is removed by
+/// the next one, found by the dead owner pid in its name; a live owner's is
+/// kept.
+#[test]
+fn a_world_left_by_a_killed_test_is_swept_and_a_live_ones_kept() {
+    let mut gone = std::process::Command::new("true").spawn().expect("spawn");
+    let dead_pid = gone.id();
+    gone.wait().expect("wait");
+    let tag = |pid: u32| format!("sweep-{pid}-{:08x}", fastrand::u32(..));
+    let dead = format!("runner-test-egress-{}", tag(dead_pid));
+    let live = format!("runner-test-egress-{}", tag(std::process::id()));
+    for n in [&dead, &live] {
+        crate::support::docker::docker_cli(&["network", "create", n]);
+    }
+    assert_eq!(crate::support::egress::owner_of(&dead), Some(dead_pid));
+    crate::support::egress::sweep_dead_worlds();
+    let (dead_left, live_left) = (exists("network", &dead), exists("network", &live));
+    let _ = std::process::Command::new("docker")
+        .args(["network", "rm", &dead, &live])
+        .output();
+    assert!(!dead_left, "{dead} of a dead test is still there");
+    assert!(live_left, "{live} of this live test was removed");
+}

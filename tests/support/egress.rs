@@ -5,7 +5,9 @@
 //! `python3 -m http.server` of the bookworm image answering its own name
 //! (`index.html`) and serving a git repository (`repo.git`, dumb HTTP).
 //! Nothing else is ever contacted. Dropping it removes the servers and the
-//! network, also when the test failed.
+//! network, also when the test failed; what a killed test process left
+//! (no drop runs after SIGKILL) is removed by the next world, which finds
+//! it by the owner pid in its names.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -36,6 +38,7 @@ impl World {
     /// answer.
     pub fn new(test: &str) -> World {
         require_images(&[BOOKWORM, PROXY]);
+        sweep_dead_worlds();
         let tag = format!("{test}-{}-{:08x}", std::process::id(), fastrand::u32(..));
         let network = format!("runner-test-egress-{tag}");
         docker_cli(&["network", "create", "--driver", "bridge", &network]);
@@ -139,6 +142,51 @@ impl Drop for World {
         let _ = Command::new("docker")
             .args(["network", "rm", &self.network])
             .output();
+    }
+}
+
+/// The name prefixes of a world's objects; each name ends in
+/// `-{test}-{owner pid}-{8 hex digits}`.
+const CONTAINER_PREFIXES: [&str; 2] = ["runner-test-allowed-", "runner-test-denied-"];
+const NETWORK_PREFIX: &str = "runner-test-egress-";
+
+/// The test process that made the world object `name`, read from its name.
+pub fn owner_of(name: &str) -> Option<u32> {
+    let mut parts = name.rsplitn(3, '-');
+    let random = parts.next()?;
+    let pid = parts.next()?;
+    parts.next()?;
+    (random.len() == 8 && random.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| pid.parse().ok())
+        .flatten()
+}
+
+/// Removes the servers and networks of worlds whose test process is gone.
+pub fn sweep_dead_worlds() {
+    let dead = |name: &str| {
+        owner_of(name).is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+    };
+    let names = |args: &[&str]| -> Vec<String> {
+        Command::new("docker")
+            .args(args)
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for c in names(&["ps", "-a", "--format", "{{.Names}}"]) {
+        if CONTAINER_PREFIXES.iter().any(|p| c.starts_with(p)) && dead(&c) {
+            let _ = Command::new("docker").args(["rm", "-f", &c]).output();
+        }
+    }
+    for n in names(&["network", "ls", "--format", "{{.Name}}"]) {
+        if n.starts_with(NETWORK_PREFIX) && dead(&n) {
+            let _ = Command::new("docker").args(["network", "rm", &n]).output();
+        }
     }
 }
 
