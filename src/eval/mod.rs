@@ -25,6 +25,7 @@ pub mod sandboxes;
 pub mod schedule;
 pub mod seed;
 pub mod settings;
+pub mod slots;
 pub mod task;
 pub mod workdir_config;
 

@@ -60,7 +60,16 @@ pub struct Phases {
     pub agent_ms: u64,
     /// Starting the verifier's sandbox, running tests/test.sh, reading the reward.
     pub verifier_ms: u64,
+    /// The attempt's own time: from its image to its record, without
+    /// `queued_ms`.
     pub total_ms: u64,
+    /// Set up ahead (the warm pool), waiting for a running slot.
+    #[serde(default)]
+    pub queued_ms: u64,
+    /// How long a running slot stood idle waiting for this attempt's
+    /// sandbox: 0 when the pool had it ready.
+    #[serde(default)]
+    pub sandbox_wait_ms: u64,
 }
 
 /// One attempt of one task.

@@ -72,6 +72,54 @@ pub struct Totals {
     pub usage: Usage,
     pub cost_usd: f64,
     pub duration_ms: u64,
+    /// How long running slots waited for the attempts' sandboxes.
+    pub sandbox_wait: SandboxWait,
+}
+
+/// How long attempts waited for a sandbox: a running slot standing idle
+/// until the attempt's sandbox was ready (the warm pool makes it ready
+/// ahead), over the attempts that set one up.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SandboxWait {
+    /// Attempts that set up a sandbox.
+    pub attempts: usize,
+    /// Of those, the ones whose sandbox was ready before a slot freed.
+    pub warm: usize,
+    pub median_ms: u64,
+    pub max_ms: u64,
+    pub total_ms: u64,
+}
+
+impl SandboxWait {
+    fn of(attempts: &[Attempt]) -> SandboxWait {
+        let mut waits: Vec<u64> = attempts
+            .iter()
+            .filter(|a| a.phases.setup_ms > 0)
+            .map(|a| a.phases.sandbox_wait_ms)
+            .collect();
+        waits.sort_unstable();
+        SandboxWait {
+            attempts: waits.len(),
+            warm: waits.iter().filter(|w| **w == 0).count(),
+            median_ms: waits.get(waits.len() / 2).copied().unwrap_or(0),
+            max_ms: waits.last().copied().unwrap_or(0),
+            total_ms: waits.iter().sum(),
+        }
+    }
+
+    /// One line for the end of the table; `None` when nothing set up.
+    pub fn line(&self) -> Option<String> {
+        (self.attempts > 0).then(|| {
+            format!(
+                "sandboxes: {} of {} ready before their turn (warm pool); slots waited {} for sandboxes (median {} ms, max {} ms)",
+                self.warm,
+                crate::plural::count_of(self.attempts, "attempt", "attempts"),
+                fmt_secs(self.total_ms),
+                self.median_ms,
+                self.max_ms
+            )
+        })
+    }
 }
 
 /// Aggregates per task (sorted by name) and for the suite.
@@ -159,6 +207,7 @@ pub fn summarize(attempts: &[Attempt], k: u32, duration: Duration) -> (Vec<TaskS
         usage,
         cost_usd: attempts.iter().map(|a| a.cost_usd).sum(),
         duration_ms: crate::convert::millis_u64(duration),
+        sandbox_wait: SandboxWait::of(attempts),
     };
     (tasks, totals)
 }
@@ -346,6 +395,9 @@ pub fn table(attempts: &[Attempt], totals: &Totals) -> String {
         );
     }
     let _ = writeln!(s, "{}", totals_line(totals));
+    if let Some(line) = totals.sandbox_wait.line() {
+        let _ = writeln!(s, "{line}");
+    }
     s
 }
 

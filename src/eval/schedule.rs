@@ -1,5 +1,6 @@
-//! Runs a suite's attempts with bounded concurrency: at most `--jobs` at
-//! once (a semaphore permit moves into each spawned attempt), each retried
+//! Runs a suite's attempts with bounded concurrency: at most `--jobs`
+//! running and at most `--jobs` more setting up ahead of their turn (the
+//! warm pool, [`super::slots`]), each retried
 //! after an infrastructure error (`--retry-errors`), none started once the
 //! suite's budget is spent (`--suite-max-cost`), and each record written
 //! into its run directory as it ends (what `--resume` and `merge` read).
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 use super::attempt::{self, AttemptCtx};
@@ -18,6 +19,7 @@ use super::outcome::{Attempt, EarlierTry, ErrorKind, Status};
 use super::progress::Progress;
 use super::resume::{self, Prior};
 use super::settings::EvalSettings;
+use super::slots::{Slots, Turn};
 use super::task::Task;
 use super::{image, manifest};
 use crate::redact::Redactor;
@@ -27,6 +29,9 @@ use crate::terminal::visible;
 /// [`RETRY_BACKOFF_MAX`].
 const RETRY_BACKOFF_FIRST: Duration = Duration::from_secs(2);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// The engine's own steps of an attempt (start, snapshot, removal...),
+/// bounded generously.
+const ENGINE_STEPS: Duration = Duration::from_secs(600);
 
 /// A task image build's whole output, beside the task's attempts.
 pub const IMAGE_BUILD_LOG: &str = "image-build.log";
@@ -86,7 +91,6 @@ pub async fn run_all(
     out_dir: &Path,
     cancel: &CancellationToken,
 ) -> Vec<Attempt> {
-    let sem = Arc::new(Semaphore::new(args.jobs));
     let total = tasks.len() * args.attempts as usize;
     let shared = Arc::new(Shared {
         retry_errors: args.retry_errors,
@@ -94,6 +98,9 @@ pub async fn run_all(
         out_dir: out_dir.to_path_buf(),
         spent_usd: std::sync::Mutex::new(0.0),
     });
+    let budget = shared.clone();
+    let pool_wait = longest_attempt(ctx, &tasks, args.retry_errors);
+    let slots = Slots::new(args.jobs, pool_wait, Box::new(move || budget.over_budget()));
     let mut handles = Vec::new();
     let mut results = Vec::new();
     for task in tasks {
@@ -126,11 +133,7 @@ pub async fn run_all(
             } else {
                 Vec::new()
             };
-            let permit = tokio::select! {
-                _ = cancel.cancelled() => None,
-                p = sem.clone().acquire_owned() => p.ok(),
-            };
-            let Some(permit) = permit.filter(|_| !cancel.is_cancelled()) else {
+            let Some(mut turn) = slots.place(cancel).await else {
                 let a =
                     Attempt::not_run(&task.name, n, run_path, Status::Interrupted, String::new());
                 results.push(with_history(a, earlier));
@@ -146,13 +149,20 @@ pub async fn run_all(
             let name = task.name.clone();
             let path = run_path.clone();
             let handle = tokio::spawn(async move {
-                let _permit = permit;
                 let a = if let Some(why) = shared.over_budget() {
                     let a = Attempt::not_run(&task.name, n, run_path, Status::Skipped, why);
                     with_history(a, earlier)
                 } else {
-                    tries(&ctx, &task, &image, n, run_path, earlier, &shared, &cancel).await
+                    let tried = Try {
+                        ctx: &ctx,
+                        task: &task,
+                        image: &image,
+                        n,
+                        shared: &shared,
+                    };
+                    tries(tried, run_path, earlier, &mut turn, &cancel).await
                 };
+                drop(turn);
                 // A skipped attempt's record says why (merge reads it); a
                 // resume runs it without counting a try.
                 record(&a);
@@ -179,25 +189,57 @@ pub async fn run_all(
     results
 }
 
+/// The longest an attempt of `tasks` can hold its running slot, every
+/// try counted: how long a sandbox started ahead may wait in the pool
+/// (its lifetime is extended by that much). Generous on purpose: the
+/// sandbox's own expiry is only the net under a runner that hangs.
+fn longest_attempt(ctx: &AttemptCtx, tasks: &[Task], retry_errors: u32) -> Duration {
+    let one = tasks
+        .iter()
+        .map(|t| {
+            let agent = ctx.agent_timeout_secs.unwrap_or(t.agent_timeout_secs);
+            let verifier = ctx.verifier_timeout_secs.unwrap_or(t.verifier_timeout_secs);
+            // The agent, test.sh (twice with a regrade), an image rebuilt
+            // by a retry, the engine's own steps.
+            agent + 2.0 * verifier + t.build_timeout_secs + ENGINE_STEPS.as_secs_f64()
+        })
+        .fold(0.0_f64, f64::max);
+    let tries = f64::from(retry_errors.saturating_add(1));
+    let backoff = RETRY_BACKOFF_MAX.as_secs_f64() * f64::from(retry_errors);
+    Duration::try_from_secs_f64(one * tries + backoff).unwrap_or(Duration::MAX)
+}
+
+/// What one attempt's tries share.
+struct Try<'a> {
+    ctx: &'a AttemptCtx,
+    task: &'a Task,
+    image: &'a ImageCell,
+    n: u32,
+    shared: &'a Shared,
+}
+
 /// One attempt, tried again after an infrastructure error while tries
 /// are left; the last try's record, with the earlier ones listed.
-#[allow(clippy::too_many_arguments)]
 async fn tries(
-    ctx: &AttemptCtx,
-    task: &Task,
-    image: &ImageCell,
-    n: u32,
+    t: Try<'_>,
     run_path: PathBuf,
     mut earlier: Vec<EarlierTry>,
-    shared: &Shared,
+    turn: &mut Turn,
     cancel: &CancellationToken,
 ) -> Attempt {
+    let Try {
+        ctx,
+        task,
+        image,
+        n,
+        shared,
+    } = t;
     let mut retries = 0u32;
     loop {
         let log = shared.out_dir.join(&task.name).join(IMAGE_BUILD_LOG);
         ctx.progress.phase(&task.name, n, "image");
         let (img, img_ms) = resolve_image(ctx, task, image, &log, retries > 0, cancel).await;
-        let a = attempt::run(ctx, task, img, img_ms, n, run_path.clone(), cancel).await;
+        let a = attempt::run(ctx, task, (img, img_ms), n, run_path.clone(), turn, cancel).await;
         let a = if cancel.is_cancelled() && a.status == Status::Error {
             Attempt {
                 status: Status::Interrupted,

@@ -1,12 +1,13 @@
-//! Bounded concurrency: 20 tasks with --jobs 4 against --jobs 1, and
+//! Bounded concurrency: 20 tasks with --jobs 4 against --jobs 1, the
+//! warm pool (sandboxes started ahead, none left after SIGKILL), and
 //! Ctrl-C in the middle of a suite.
 
 use std::time::{Duration, Instant};
 
 use crate::support::binary::{Dir, Ran};
-use crate::support::docker::TINY;
+use crate::support::docker::{TINY, containers_of_owner};
 use crate::support::eval::{
-    assert_clean, eval_cmd, prelude, report, run_with_pid, statuses, task, toml,
+    assert_clean, eval_cmd, leftovers, prelude, report, run_with_pid, statuses, task, toml,
 };
 
 /// test.sh of the fixtures: reward 1 when the agent wrote `ok`.
@@ -53,6 +54,23 @@ fn four_jobs_finish_twenty_tasks_clearly_faster_than_one() {
             "--jobs {jobs}: 20 tasks in {:.1}s",
             ran.elapsed.as_secs_f64()
         );
+        // The warm pool: each next sandbox starts while an attempt's 1 s
+        // solution runs, so (beyond the first --jobs, started cold) slots
+        // do not wait for sandboxes.
+        let wait = &r["totals"]["sandbox_wait"];
+        assert_eq!(wait["attempts"], 20, "{wait}");
+        if jobs == "1" {
+            let warm = wait["warm"].as_u64().expect("warm");
+            assert!(
+                warm >= 16,
+                "only {warm} of 20 sandboxes were ready ahead: {wait}"
+            );
+            assert!(
+                ran.stderr().contains("ready before their turn (warm pool)"),
+                "{}",
+                ran.explain()
+            );
+        }
         secs.push(ran.elapsed.as_secs_f64());
     }
     assert!(
@@ -121,4 +139,51 @@ fn sigint_mid_suite_stops_cleans_up_writes_reports_and_exits_130() {
     let xml = std::fs::read_to_string(d.path().join("junit.xml")).expect("junit.xml");
     let (cases, _, errors, skipped) = crate::junit::validate(&xml);
     assert_eq!((cases, errors, skipped), (20, 0, 20));
+}
+
+/// With --jobs 2, the next two attempts' sandboxes start while two run:
+/// the runner has 4 sandboxes at once, never more; SIGKILLed then, it
+/// leaves none of them (each is tied to it by its lifeline).
+#[test]
+fn the_pool_starts_the_next_sandboxes_ahead_and_a_sigkill_leaves_none() {
+    let _g = prelude();
+    let d = Dir::new();
+    twenty(&d, "20");
+    let mut cmd = eval_cmd(&d, &["suite", "--agent", "oracle", "--jobs", "2"]);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().expect("spawn runner");
+    let pid = child.id();
+    let start = Instant::now();
+    let (mut most, mut seen) = (0, Vec::new());
+    while start.elapsed() < Duration::from_secs(90) {
+        let n = containers_of_owner(pid).len();
+        most = most.max(n);
+        seen.push(n);
+        if n >= 4 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A little longer: the pool must not grow past --jobs places.
+    for _ in 0..10 {
+        let n = containers_of_owner(pid).len();
+        most = most.max(n);
+        seen.push(n);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    child.kill().expect("SIGKILL runner");
+    let _ = child.wait();
+    assert_eq!(
+        most, 4,
+        "2 running and 2 started ahead, never more (sandboxes seen: {seen:?})"
+    );
+    let start = Instant::now();
+    while !leftovers(pid).is_empty() && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_clean(
+        pid,
+        "runner eval --jobs 2 killed with SIGKILL while 2 sandboxes waited in its pool",
+    );
 }

@@ -91,10 +91,12 @@ pub(super) async fn prepare(
 /// Starts the task's sidecars, then the agent's sandbox in the attempt's
 /// run, which records its `run_started` (also when either fails to start)
 /// with what the engine enforces on the sandbox.
+/// `ahead`: how long the sandbox may wait in the pool before it runs.
 pub(super) async fn start<'a>(
     ctx: &'a AttemptCtx,
     config: &'a Config,
     setup: Setup,
+    ahead: Duration,
     rec: &mut Attempt,
 ) -> Result<Prepared<'a>, PhaseError> {
     let s = setup;
@@ -113,6 +115,7 @@ pub(super) async fn start<'a>(
     let mut spec = sandboxes::agent(
         config, workspace, &s.run_id, redactor, &s.workdir, env, &s.agent,
     );
+    spec.max_run_time = agent_lifetime(&s.task, ahead);
     if let Some(services) = &services {
         spec.join_services(services.as_ref());
     }
@@ -159,6 +162,17 @@ pub(super) async fn start<'a>(
         services,
         seed_config: s.seed_config,
     })
+}
+
+/// How long the agent's sandbox may live (past that its supervisor ends
+/// it, the net under a runner that hangs): its wait in the pool, the agent
+/// phase and its wind-down, then test.sh in it (shared grading).
+pub(super) fn agent_lifetime(task: &Task, ahead: Duration) -> Duration {
+    let secs = |s: f64| Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX);
+    ahead
+        .saturating_add(secs(task.agent_timeout_secs))
+        .saturating_add(WIND_DOWN)
+        .saturating_add(secs(task.verifier_timeout_secs))
 }
 
 /// Shows the agent's steps as the attempt's phase in the suite's progress.

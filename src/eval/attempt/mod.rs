@@ -36,6 +36,7 @@ use super::outcome::{Attempt, ErrorKind, Status};
 use super::sandboxes::{self, PhaseNetwork, VerifierSandbox, network_for};
 use super::seed::SeedCache;
 use super::settings::AgentKind;
+use super::slots::{NoTurn, Turn};
 use super::task::Task;
 use crate::agent::{Conversation, RunEnd};
 use crate::config::{Config, ConfigBuilder, ConfigError};
@@ -229,13 +230,15 @@ impl Prepared<'_> {
 }
 
 /// Runs one attempt; never fails: every problem becomes a recorded outcome.
+/// It sets up in its place in the pool and runs once `turn` gives it a
+/// slot.
 pub async fn run(
     ctx: &AttemptCtx,
     task: &Task,
-    image: Result<String, String>,
-    image_ms: u64,
+    (image, image_ms): (Result<String, String>, u64),
     attempt: u32,
     run_path: PathBuf,
+    turn: &mut Turn,
     cancel: &CancellationToken,
 ) -> Attempt {
     let started = Instant::now();
@@ -248,7 +251,8 @@ pub async fn run(
     );
     rec.phases.image_ms = image_ms;
     rec.started_at = Some(chrono::Utc::now());
-    if let Err(e) = phases(ctx, task, image, attempt, &run_path, &mut rec, cancel).await {
+    let at = (attempt, run_path.as_path());
+    if let Err(e) = phases(ctx, task, image, at, &mut rec, turn, cancel).await {
         rec.status = Status::Error;
         rec.error_kind = Some(ErrorKind::Infrastructure);
         rec.error = Some(e.to_string());
@@ -261,9 +265,9 @@ async fn phases(
     ctx: &AttemptCtx,
     task: &Task,
     image: Result<String, String>,
-    attempt: u32,
-    run_path: &Path,
+    (attempt, run_path): (u32, &Path),
     rec: &mut Attempt,
+    turn: &mut Turn,
     cancel: &CancellationToken,
 ) -> Result<(), PhaseError> {
     let image = image.map_err(PhaseError::Image)?;
@@ -271,7 +275,7 @@ async fn phases(
     ctx.progress.phase(&task.name, attempt, "setup");
     let setup_start = Instant::now();
     let (config, setup) = prepare(ctx, task, &image, attempt, run_path, rec).await?;
-    let p = start(ctx, &config, setup, rec).await?;
+    let p = start(ctx, &config, setup, turn.ahead(), rec).await?;
     if let Some(hc) = &p.task.healthcheck {
         let healthy = super::health::wait_healthy(p.executor.as_ref(), hc, cancel).await;
         if let Err(e) = healthy {
@@ -286,6 +290,16 @@ async fn phases(
         }
     }
     rec.phases.setup_ms = ms(setup_start);
+    if !turn.running() {
+        ctx.progress.phase(&task.name, attempt, "ready");
+    }
+    let queued = Instant::now();
+    let waited = turn.run(cancel).await;
+    rec.phases.queued_ms = ms(queued);
+    match waited {
+        Ok(idle) => rec.phases.sandbox_wait_ms = crate::convert::millis_u64(idle),
+        Err(no) => return no_turn(&p, no, rec).await,
+    }
 
     let agent_start = Instant::now();
     let playing = match ctx.agent {
@@ -348,6 +362,31 @@ async fn phases(
     p.stop_services().await;
     rec.phases.verifier_ms = ms(verify_start);
     recorded
+}
+
+/// An attempt set up ahead that gets no slot (Ctrl-C, the suite's budget
+/// spent while it waited): what it started is removed, its trajectory
+/// ends, and it is recorded as interrupted or skipped.
+async fn no_turn(p: &Prepared<'_>, no: NoTurn, rec: &mut Attempt) -> Result<(), PhaseError> {
+    let (status, outcome, why) = match no {
+        NoTurn::Interrupted => (Status::Interrupted, Outcome::Interrupted, None),
+        NoTurn::Held(why) => (Status::Skipped, Outcome::Interrupted, Some(why)),
+    };
+    let end = RunEnd {
+        outcome,
+        error: why.clone(),
+        final_text: None,
+        hint: None,
+    };
+    p.run.record_finished(&end, &Conversation::default(), 0);
+    rec.agent_outcome = outcome.as_str().to_string();
+    let removed = p.executor.shutdown().await;
+    p.stop_services().await;
+    removed.map_err(PhaseError::Teardown)?;
+    rec.status = status;
+    rec.error_kind = None;
+    rec.error = why;
+    Ok(())
 }
 
 /// Fills in `rec` from how grading ended.
@@ -458,7 +497,7 @@ async fn regrade(
 }
 
 fn finish(mut rec: Attempt, started: Instant) -> Attempt {
-    rec.phases.total_ms = ms(started);
+    rec.phases.total_ms = ms(started).saturating_sub(rec.phases.queued_ms);
     if rec.status != Status::Error {
         rec.error_kind = None;
     }

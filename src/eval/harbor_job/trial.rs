@@ -155,11 +155,18 @@ pub fn result(ctx: &Ctx<'_>, a: &Attempt, task: &TaskInfo) -> Option<TrialResult
     };
     let p = &a.phases;
     let ran = agent_ran(a);
-    let finished = at(p.total_ms);
+    // Set up ahead, the attempt waited `queued_ms` in the pool before its
+    // agent started (not part of its own `total_ms`).
+    let finished = at(p.total_ms.saturating_add(p.queued_ms));
     let env_end = if ran { at(p.setup_ms) } else { finished };
-    let agent_end = at(p.setup_ms.saturating_add(p.agent_ms));
+    let agent_start = at(p.setup_ms.saturating_add(p.queued_ms));
+    let agent_end = at(p
+        .setup_ms
+        .saturating_add(p.queued_ms)
+        .saturating_add(p.agent_ms));
     let verifier_end = at(p
         .setup_ms
+        .saturating_add(p.queued_ms)
         .saturating_add(p.agent_ms)
         .saturating_add(p.verifier_ms));
     let occurred_at = finished.unwrap_or(Stamp(meta.finished_at));
@@ -215,8 +222,16 @@ pub fn result(ctx: &Ctx<'_>, a: &Attempt, task: &TaskInfo) -> Option<TrialResult
         started_at: at(0),
         finished_at: finished,
         environment_setup: span(at(0), env_end),
-        agent_setup: if ran { span(env_end, env_end) } else { None },
-        agent_execution: if ran { span(env_end, agent_end) } else { None },
+        agent_setup: if ran {
+            span(env_end, agent_start)
+        } else {
+            None
+        },
+        agent_execution: if ran {
+            span(agent_start, agent_end)
+        } else {
+            None
+        },
         verifier: if p.verifier_ms > 0 {
             span(agent_end, verifier_end)
         } else {

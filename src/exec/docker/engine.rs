@@ -89,7 +89,36 @@ pub const REGISTER_RUNTIME_HINT: &str = "register it in /etc/docker/daemon.json 
      (keep the other keys), then reload the daemon with `sudo kill -HUP $(pidof dockerd)`; \
      `docker info` lists the registered runtimes";
 
+/// How long a start may go by the engine's info another start read: a
+/// suite starts sandboxes many times a second, and `GET /info` walks the
+/// engine's state each time.
+const INFO_FRESH_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The info last read, per engine (`DOCKER_HOST`), and when.
+type InfoCache = std::sync::Mutex<Vec<(Option<String>, std::time::Instant, EngineInfo)>>;
+static RECENT: InfoCache = std::sync::Mutex::new(Vec::new());
+
 impl EngineInfo {
+    /// The engine's info as read within the last [`INFO_FRESH_FOR`] by this
+    /// process, else asked afresh.
+    pub async fn recent(docker: &Docker) -> Result<EngineInfo, ExecError> {
+        let host = super::client::docker_host();
+        let fresh = RECENT.lock().ok().and_then(|c| {
+            c.iter()
+                .find(|(h, at, _)| *h == host && at.elapsed() < INFO_FRESH_FOR)
+                .map(|(_, _, info)| info.clone())
+        });
+        if let Some(info) = fresh {
+            return Ok(info);
+        }
+        let info = EngineInfo::read(docker).await?;
+        if let Ok(mut c) = RECENT.lock() {
+            c.retain(|(h, _, _)| *h != host);
+            c.push((host, std::time::Instant::now(), info.clone()));
+        }
+        Ok(info)
+    }
+
     /// Asks the engine.
     pub async fn read(docker: &Docker) -> Result<EngineInfo, ExecError> {
         let info = call("read engine info", "", CALL_TIMEOUT, docker.info()).await?;

@@ -303,7 +303,7 @@ impl DockerServices {
     pub async fn start(spec: ServicesSpec) -> Result<DockerServices, ExecError> {
         validate(&spec)?;
         let docker = client::connect().await?;
-        let engine = EngineInfo::read(&docker).await?;
+        let engine = EngineInfo::recent(&docker).await?;
         let name = network_name(&spec.run_id);
         let runtime = engine.check_runtime(spec.runtime.as_deref(), Some(&name))?;
         let kernel = engine.kernel_of(&runtime);

@@ -42,7 +42,7 @@ impl DockerExecutor {
         let docker = client::connect().await?;
         // Before anything is made: the runtime must exist and be able to
         // give the network asked for.
-        let engine = EngineInfo::read(&docker).await?;
+        let engine = EngineInfo::recent(&docker).await?;
         let network = cfg
             .join_network
             .as_deref()
@@ -156,9 +156,34 @@ impl DockerExecutor {
     }
 }
 
-/// Removes abandoned containers and workspace disks; a failure is logged,
-/// not fatal.
+/// How often a process sweeps abandoned sandboxes as it starts its own: a
+/// suite starts hundreds, and a sweep lists every object of the engine.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// When this process last swept.
+static LAST_SWEEP: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
+/// Whether a start should sweep now: the first of the process, then at
+/// most once every [`SWEEP_EVERY`] (claimed, so concurrent starts sweep
+/// once).
+fn sweep_due() -> bool {
+    let Ok(mut last) = LAST_SWEEP.lock() else {
+        return true;
+    };
+    let now = std::time::Instant::now();
+    if last.is_some_and(|t| now.duration_since(t) < SWEEP_EVERY) {
+        return false;
+    }
+    *last = Some(now);
+    true
+}
+
+/// Removes abandoned containers and workspace disks (see [`sweep_due`]);
+/// a failure is logged, not fatal.
 async fn sweep(docker: &Docker) {
+    if !sweep_due() {
+        return;
+    }
     match gc::gc(docker).await {
         Ok(r) if !r.containers_removed.is_empty() => {
             tracing::info!(
@@ -309,19 +334,51 @@ async fn create_bounded(
     bound_root: bool,
     loosenings: &mut Vec<String>,
 ) -> Result<(String, Lifeline), ExecError> {
-    let created = container::create_and_start(docker, name, body.clone(), upload, fifo).await;
-    if bound_root && matches!(&created, Err(e) if e.to_string().contains("storage-opt")) {
+    let unbounded = || {
+        "writes to the writable root filesystem are not bounded by --disk: \
+         this engine's storage driver has no quotas"
+            .to_string()
+    };
+    // Known to refuse: not asked again (a refused create costs the engine
+    // a layer made and removed).
+    if bound_root && refuses_root_bound() {
         if let Some(hc) = body.host_config.as_mut() {
             hc.storage_opt = None;
         }
-        loosenings.push(
-            "writes to the writable root filesystem are not bounded by --disk: \
-             this engine's storage driver has no quotas"
-                .to_string(),
-        );
+        loosenings.push(unbounded());
+        return container::create_and_start(docker, name, body, upload, fifo).await;
+    }
+    let created = container::create_and_start(docker, name, body.clone(), upload, fifo).await;
+    if bound_root && matches!(&created, Err(e) if e.to_string().contains("storage-opt")) {
+        note_refused_root_bound();
+        if let Some(hc) = body.host_config.as_mut() {
+            hc.storage_opt = None;
+        }
+        loosenings.push(unbounded());
         return container::create_and_start(docker, name, body, upload, fifo).await;
     }
     created
+}
+
+/// The engines (by `DOCKER_HOST`) whose storage driver refused to bound a
+/// container's root, as this process found.
+static REFUSED_ROOT_BOUND: std::sync::Mutex<Vec<Option<String>>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn refuses_root_bound() -> bool {
+    let host = client::docker_host();
+    REFUSED_ROOT_BOUND
+        .lock()
+        .is_ok_and(|r| r.contains(&host))
+}
+
+fn note_refused_root_bound() {
+    let host = client::docker_host();
+    if let Ok(mut r) = REFUSED_ROOT_BOUND.lock()
+        && !r.contains(&host)
+    {
+        r.push(host);
+    }
 }
 
 /// The started container, the workspace told so; or the error, the
