@@ -367,9 +367,7 @@ static REFUSED_ROOT_BOUND: std::sync::Mutex<Vec<Option<String>>> =
 
 fn refuses_root_bound() -> bool {
     let host = client::docker_host();
-    REFUSED_ROOT_BOUND
-        .lock()
-        .is_ok_and(|r| r.contains(&host))
+    REFUSED_ROOT_BOUND.lock().is_ok_and(|r| r.contains(&host))
 }
 
 fn note_refused_root_bound() {
