@@ -11,6 +11,7 @@
 //!
 //! Usage: cargo bench --bench suite -- [--quick | --peers] [--only B1,B4,...]
 
+mod calls;
 mod exec;
 mod harbor;
 mod hostile;
@@ -65,6 +66,9 @@ pub struct Plan {
     pub b3h_rounds: usize,
     /// B3 on each runtime (peers mode): the trivial tasks.
     pub b3rt_tasks: usize,
+    /// B9: calls per scripted run through the binary, and rounds.
+    pub b9_calls: usize,
+    pub b9_rounds: usize,
 }
 
 impl Plan {
@@ -92,6 +96,8 @@ impl Plan {
             b3h_jobs: vec![1, 4],
             b3h_rounds: 2,
             b3rt_tasks: 16,
+            b9_calls: pick(200, 20),
+            b9_rounds: pick(3, 1),
         }
     }
 }
@@ -419,7 +425,7 @@ fn run_selected(
 ) -> Result<(), String> {
     let wanted = |id: &str| {
         let in_mode = match mode {
-            Mode::Peers => matches!(id, "B1" | "B2" | "B3" | "B8"),
+            Mode::Peers => matches!(id, "B1" | "B2" | "B3" | "B8" | "B9"),
             Mode::Quick | Mode::Full => true,
         };
         let yes = in_mode && only.is_none_or(|o| o.iter().any(|x| x == id));
@@ -473,6 +479,9 @@ fn run_selected(
     if wanted("B8") {
         out.record("B8", rt.block_on(hostile::b8_runner(plan, tmp.path())));
         out.rows.extend(hostile::b8_peers(plan, install.as_ref()));
+    }
+    if wanted("B9") {
+        out.record("B9", calls::b9(plan, tmp.path(), install.as_ref()));
     }
     if wanted("B3") {
         if mode == Mode::Peers {

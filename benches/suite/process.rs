@@ -21,7 +21,7 @@ pub fn script(dir: &Path, name: &str, steps: usize, command: &str) -> Result<Str
 }
 
 /// Runs the runner binary with the scripted model and `extra` flags.
-fn run_runner(
+pub fn run_runner(
     plan: &Plan,
     script: &str,
     run_dir: &Path,
