@@ -220,7 +220,12 @@ impl ReadDir {
 pub struct OutputDir {
     dir: Arc<HostDir>,
     budget: Arc<AtomicU64>,
+    lost: Lost,
 }
+
+/// The first write of a directory's files that failed (a full disk),
+/// shared like the budget.
+type Lost = Arc<std::sync::Mutex<Option<String>>>;
 
 impl OutputDir {
     /// `budget_bytes` bounds everything written through this directory's
@@ -229,6 +234,7 @@ impl OutputDir {
         OutputDir {
             dir: Arc::new(dir),
             budget: Arc::new(AtomicU64::new(budget_bytes)),
+            lost: Lost::default(),
         }
     }
 
@@ -237,6 +243,7 @@ impl OutputDir {
         OutputDir {
             dir: Arc::new(dir),
             budget: other.budget.clone(),
+            lost: other.lost.clone(),
         }
     }
 
@@ -246,7 +253,14 @@ impl OutputDir {
             dir: self.dir.clone(),
             name: name.to_string(),
             budget: self.budget.clone(),
+            lost: self.lost.clone(),
         }
+    }
+
+    /// Why a file of this directory (or of one sharing its budget) could
+    /// not be written whole, the first time it happened.
+    pub fn lost(&self) -> Option<String> {
+        self.lost.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn path(&self) -> &Path {
@@ -265,6 +279,7 @@ pub struct OutputFile {
     dir: Arc<HostDir>,
     name: String,
     budget: Arc<AtomicU64>,
+    lost: Lost,
 }
 
 impl OutputFile {
@@ -276,6 +291,15 @@ impl OutputFile {
     /// Where the file is, for messages and the trajectory.
     pub fn path(&self) -> PathBuf {
         self.dir.path().join(&self.name)
+    }
+
+    /// Notes that this file could not be written whole (`why`): its
+    /// directory's record is incomplete (see [`OutputDir::lost`]).
+    pub fn note_lost(&self, why: String) {
+        self.lost
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(why);
     }
 
     /// Takes up to `want` bytes from the run's budget; returns how many

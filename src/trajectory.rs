@@ -5,7 +5,7 @@
 //! output is redacted while it streams (see `exec::capture`).
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -23,8 +23,18 @@ pub struct RunDir {
     outputs: OutputDir,
     /// Locked while the run directory is open, so that `runner continue`
     /// never appends to a trajectory another runner is still writing.
-    file: Mutex<Flock<File>>,
+    file: Mutex<Trajectory>,
     redactor: Redactor,
+}
+
+/// The trajectory file, its length in whole lines, and the first append
+/// that failed (after which nothing more is appended: the file ends at
+/// the fault, a valid prefix of the run, never with a gap in it).
+#[derive(Debug)]
+struct Trajectory {
+    file: Flock<File>,
+    len: u64,
+    lost: Option<String>,
 }
 
 /// The run directory could not be made or written.
@@ -92,12 +102,17 @@ impl RunDir {
             let file = dir.create_file("trajectory.jsonl").map_err(err)?;
             (lock(file).map_err(err)?, output_budget_bytes)
         };
+        let len = file.metadata().map_err(err)?.len();
         let dir = OutputDir::new(dir, budget);
         let outputs = OutputDir::sharing_budget(outputs, &dir);
         Ok(RunDir {
             dir,
             outputs,
-            file: Mutex::new(file),
+            file: Mutex::new(Trajectory {
+                file,
+                len,
+                lost: None,
+            }),
             redactor,
         })
     }
@@ -138,23 +153,55 @@ impl RunDir {
         self.path().join("trajectory.jsonl")
     }
 
-    /// Appends one event as a JSON line and flushes it. Live text deltas
-    /// are not kept: the full reply follows in `model_reply`.
+    /// Appends one event as a JSON line, in one write. Live text deltas
+    /// are not kept: the full reply follows in `model_reply`. An append
+    /// that fails (a full disk) is undone to the last whole line and is
+    /// the last one tried: [`RunDir::lost`] says so, and the run must not
+    /// end as if its record were whole.
     pub fn record(&self, event: &Event) {
         if matches!(event, Event::TextDelta { .. }) {
             return;
         }
-        let line = match serde_json::to_string(event) {
+        let mut line = match serde_json::to_string(event) {
             Ok(l) => self.redactor.redact_json(&l).into_owned(),
             Err(e) => {
                 tracing::warn!("cannot serialize an event: {e}");
                 return;
             }
         };
-        let mut f = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = writeln!(f, "{line}").and_then(|_| f.flush()) {
-            tracing::warn!("cannot append to {}: {e}", self.trajectory_path().display());
+        line.push('\n');
+        let mut t = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if t.lost.is_some() {
+            return;
         }
+        match t.file.write_all(line.as_bytes()) {
+            Ok(()) => t.len += line.len() as u64,
+            Err(e) => {
+                let path = self.trajectory_path();
+                // A partial line would make the whole file unreadable as
+                // JSON lines: cut it off.
+                let len = t.len;
+                let undone = t
+                    .file
+                    .set_len(len)
+                    .and_then(|()| t.file.seek(SeekFrom::Start(len)));
+                let mut why = format!("cannot append to {}: {e}", path.display());
+                if let Err(u) = undone {
+                    why.push_str(&format!(" (and cannot cut off the partial line: {u})"));
+                }
+                why.push_str("; no more events were recorded");
+                tracing::warn!("{why}");
+                t.lost = Some(why);
+            }
+        }
+    }
+
+    /// Why the run's record is not whole: an append to the trajectory
+    /// failed (its events from there on are lost), or a file of the run
+    /// directory could not be written whole (a command's full output).
+    pub fn lost(&self) -> Option<String> {
+        let t = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        t.lost.clone().or_else(|| self.dir.lost())
     }
 }
 

@@ -165,7 +165,7 @@ pub async fn run_all(
                 drop(turn);
                 // A skipped attempt's record says why (merge reads it); a
                 // resume runs it without counting a try.
-                record(&a);
+                let a = record(a);
                 announce(&ctx.progress, total, &a, "", &ctx.redactor);
                 a
             });
@@ -268,7 +268,9 @@ async fn tries(
                 return with_history(a, earlier);
             }
         };
-        record(&moved(a.clone(), &run_path, &kept));
+        // Unwritten, the kept try's record is only missing from its
+        // directory: the attempt's own record says it was tried.
+        let _ = manifest::write_attempt(&moved(a.clone(), &run_path, &kept));
         let why = a.error.clone().unwrap_or_default();
         earlier.push(EarlierTry {
             run_dir: kept,
@@ -340,10 +342,24 @@ fn with_history(mut a: Attempt, earlier: Vec<EarlierTry>) -> Attempt {
     a
 }
 
-/// Writes the attempt's record into its run directory; a failure costs
-/// only a rerun on resume, so it is a warning.
-fn record(a: &Attempt) {
-    if let Err(e) = manifest::write_attempt(a) {
-        tracing::warn!("{e}");
+/// Writes the attempt's record into its run directory. One that cannot
+/// be written (a full disk) leaves the attempt without a record on disk:
+/// it becomes an infrastructure error in this run's report (the suite
+/// fails, never a verdict the directory does not hold), and a resume runs
+/// it again.
+fn record(a: Attempt) -> Attempt {
+    match manifest::write_attempt(&a) {
+        Ok(()) => a,
+        Err(e) => {
+            tracing::warn!("{e}");
+            Attempt {
+                status: Status::Error,
+                pass: false,
+                reward: None,
+                error_kind: Some(ErrorKind::Infrastructure),
+                error: Some(format!("{e} (its verdict was {})", a.status.as_str())),
+                ..a
+            }
+        }
     }
 }

@@ -166,6 +166,9 @@ impl Capture {
 
     fn file_failed(&mut self, e: io::Error) {
         tracing::warn!("{e}");
+        if let Some(target) = self.file.as_ref().and_then(|f| f.budget.as_ref()) {
+            target.note_lost(e.to_string());
+        }
         self.file_error.get_or_insert(e.to_string());
         self.file = None;
     }

@@ -275,6 +275,22 @@ impl<'a> Run<'a> {
     }
 }
 
+/// How a run ends whose record is incomplete (`why`: the trajectory
+/// stopped recording, or an output file could not be written whole): an
+/// error whatever the loop did.
+fn lost_record(why: String, run_dir: &RunDir) -> RunEnd {
+    RunEnd {
+        outcome: Outcome::Error,
+        error: Some(format!("the run's record is incomplete: {why}")),
+        final_text: None,
+        hint: Some(format!(
+            "free space where {} is, then `runner continue {}` goes on from the last recorded event",
+            run_dir.path().display(),
+            run_dir.path().display()
+        )),
+    }
+}
+
 /// The `run_started` of the run `run_id` with its header `config`.
 fn started(run_id: &str, config: StartedConfig) -> Event {
     Event::RunStarted {
@@ -413,10 +429,13 @@ impl Ended<'_> {
     pub fn finish(self) -> u8 {
         let Ended {
             run,
-            end,
+            mut end,
             convo,
             start_failed,
         } = self;
+        if let Some(why) = run.run_dir.lost() {
+            end = lost_record(why, &run.run_dir);
+        }
         let duration_ms = crate::convert::millis_u64(run.started.elapsed());
         let finished = run_end::finished(&end, &convo, duration_ms);
         // A continuation's workspace always stays; a scratch workspace no

@@ -150,6 +150,9 @@ enum PhaseError {
     /// The model API or the sandbox failed during the agent phase.
     #[error("{0}")]
     Agent(String),
+    /// The attempt's run directory is incomplete (a full disk).
+    #[error("the run's record is incomplete: {0}")]
+    Record(String),
     #[error("removing the agent sandbox: {0}")]
     Teardown(ExecError),
     #[error("snapshot of the agent's sandbox: {0}")]
@@ -330,7 +333,10 @@ async fn phases(
     let infra = matches!(end.outcome, Outcome::Error | Outcome::EmptyReply)
         && blame == Blame::Infrastructure
         && !solution_ran_long;
-    if cancel.is_cancelled() || infra {
+    // A run whose record is not whole is not graded: retried like any
+    // infrastructure error, never a verdict on half a trajectory.
+    let lost = p.run_dir().lost();
+    if cancel.is_cancelled() || infra || lost.is_some() {
         let removed = p.executor.shutdown().await;
         p.stop_services().await;
         removed.map_err(PhaseError::Teardown)?;
@@ -338,6 +344,9 @@ async fn phases(
             rec.status = Status::Interrupted;
             rec.error_kind = None;
             return Ok(());
+        }
+        if let Some(why) = lost {
+            return Err(PhaseError::Record(why));
         }
         // The model API or the sandbox failed: not the agent's fault.
         return Err(PhaseError::Agent(

@@ -1,0 +1,14 @@
+//! Faults of the infrastructure, each injected by the test itself on the
+//! real machine and undone by it (issue 25): what runner guarantees when
+//! the run directory's disk fills up. The README's "Faults" table names
+//! each guarantee and the test that proves it.
+
+// A test that unwraps fails loudly, which is what a test should do; the
+// crate denies both outside tests ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod disk_full;
+mod small_fs;
