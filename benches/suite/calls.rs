@@ -110,7 +110,11 @@ pub fn b9(plan: &Plan, tmp: &Path, install: Result<&Install, &String>) -> Result
     for side in sides {
         let label = side.peer.label();
         let start_ms = side.peer.start_ms;
+        let container = side.peer.container.clone();
         let _ = side.peer.close();
+        // mini-swe-agent removes its container in the background after
+        // close: a tool that leaves one is B8's finding, not a leak here.
+        let _ = crate::sys::docker_out(&["rm", "-f", &container]);
         match side.failed {
             Some(e) => rows.push(Row::unavailable("B9", label, e)),
             None => peer_rows.push((

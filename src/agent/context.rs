@@ -20,14 +20,33 @@ pub fn estimate_tokens(system: &str, messages: &[Message], tools_bytes: usize) -
         for b in &m.content {
             bytes += match b {
                 Block::Text { text } => text.len(),
-                Block::ToolUse { input, .. } => input.to_string().len() + 32,
+                Block::ToolUse { input, .. } => json_len(input) + 32,
                 Block::ToolResult { content, .. } => content.len() + 32,
                 // Thinking and server tool results count like any input.
-                Block::Opaque { value, .. } => value.to_string().len(),
+                Block::Opaque { value, .. } => json_len(value),
             };
         }
     }
     bytes as u64 / BYTES_PER_TOKEN
+}
+
+/// The length of `value` as compact JSON, counted without building the
+/// text (every step counts the whole conversation again).
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    // Writing a Value to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut n, value);
+    n.0
 }
 
 /// Elides the oldest tool outputs while the estimate is above the high
@@ -133,6 +152,8 @@ mod tests {
         let newest = &m[m.len() - 1].content[0];
         assert!(matches!(newest, Block::ToolResult { content, .. } if content.len() == 3000));
         assert!(estimate_tokens("sys", &m, 0) <= 8_000);
+        let v = serde_json::json!({"command": "echo \"é\"", "n": [1, 2.5, null]});
+        assert_eq!(json_len(&v), v.to_string().len());
     }
 
     #[test]

@@ -155,25 +155,32 @@ fn merged(
         /// The attach stream ended: drain the FIFO, then end.
         draining: bool,
         done: bool,
+        /// Reused across reads: each chunk is split off it, and the space
+        /// is never zeroed (a fresh 256 KiB buffer per read was most of
+        /// runner's own CPU per call).
+        buf: bytes::BytesMut,
     }
     let start = Merge {
         rx,
         attach,
         draining: false,
         done: false,
+        buf: bytes::BytesMut::new(),
     };
     futures::stream::unfold(start, |mut m| async move {
         use tokio::io::AsyncReadExt;
         if m.done {
             return None;
         }
-        let mut buf = vec![0u8; FIFO_READ];
+        if m.buf.capacity() < FIFO_READ / 4 {
+            m.buf.reserve(FIFO_READ);
+        }
         if m.draining {
             // Nothing writes any more: whatever is left is final.
-            return match m.rx.try_read(&mut buf) {
+            return match m.rx.try_read_buf(&mut m.buf) {
                 Ok(n) if n > 0 => {
-                    buf.truncate(n);
-                    Some((Ok(Chunk::Frames(bytes::Bytes::from(buf))), m))
+                    let chunk = m.buf.split().freeze();
+                    Some((Ok(Chunk::Frames(chunk)), m))
                 }
                 _ => {
                     m.done = true;
@@ -183,10 +190,10 @@ fn merged(
         }
         tokio::select! {
             biased;
-            r = m.rx.read(&mut buf) => match r {
+            r = m.rx.read_buf(&mut m.buf) => match r {
                 Ok(n) if n > 0 => {
-                    buf.truncate(n);
-                    Some((Ok(Chunk::Frames(bytes::Bytes::from(buf))), m))
+                    let chunk = m.buf.split().freeze();
+                    Some((Ok(Chunk::Frames(chunk)), m))
                 }
                 Ok(_) => {
                     m.done = true;
