@@ -95,13 +95,14 @@ fn class(status: &str) -> &'static str {
     }
 }
 
-/// One `runner eval` of the suite: wall ms, its CPU ms, verdicts by task.
+/// One `runner eval` of the suite: wall ms, its CPU ms, verdicts by task,
+/// and each attempt's verifier phase (ms, from its report).
 fn run_runner(
     plan: &Plan,
     dir: &Path,
     out: &Path,
     jobs: usize,
-) -> Result<(f64, f64, Verdicts), String> {
+) -> Result<(f64, f64, Verdicts, Vec<f64>), String> {
     let report = out.with_extension("json");
     let mut cmd = Command::new(&plan.runner_bin);
     cmd.arg("eval")
@@ -119,14 +120,16 @@ fn run_runner(
         .map_err(|e| format!("reading {}: {e}", report.display()))?;
     let v: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", report.display()))?;
     let mut verdicts = Verdicts::new();
+    let mut verifier = Vec::new();
     for a in v["attempts"]
         .as_array()
         .ok_or("the report has no attempts")?
     {
         let task = a["task"].as_str().unwrap_or_default().to_string();
         verdicts.insert(task, class(a["status"].as_str().unwrap_or_default()));
+        verifier.extend(a["phases"]["verifier_ms"].as_f64());
     }
-    Ok((r.wall_ms, r.cpu_ms, verdicts))
+    Ok((r.wall_ms, r.cpu_ms, verdicts, verifier))
 }
 
 /// Harbor's verdict of one trial's result.json: pass when its rewards are
@@ -306,9 +309,11 @@ fn measure(
         let (mut runner_cpu, mut peer_cpu) = (0.0, 0.0);
         let mut notes = Vec::new();
         let mut agree = true;
+        let mut verifier = Samples::default();
         for round in 0..plan.b3h_rounds {
             let out = jobs_dir.join(format!("runner-k{k}-{round}"));
-            let (wall, cpu, rv) = run_runner(plan, dir, &out, k)?;
+            let (wall, cpu, rv, ver) = run_runner(plan, dir, &out, k)?;
+            ver.into_iter().for_each(|ms| verifier.push(ms));
             let (hwall, hcpu, hv) = run_harbor(
                 root,
                 wrapper,
@@ -351,18 +356,27 @@ fn measure(
             &runner,
         )
         .versus(&peer_row);
-        let met = agree && row.ratio.is_some_and(|r| r >= 5.0);
+        // Issue 24: 8x at K=1, 5x above; a bookworm task's verifier phase
+        // (tamper evidence, test.sh, the reward) under 0.5 s.
+        let goal = if k == 1 { 8.0 } else { 5.0 };
+        let quick_verifier = verifier.median() < 500.0;
+        let met = agree && quick_verifier && row.ratio.is_some_and(|r| r >= goal);
         let verdicts = if notes.is_empty() {
             format!("verdicts agree on all {n} tasks, every round")
         } else {
             format!("DISAGREE: {}", notes.join("; "))
         };
         rows.push(
-            row.target(">= 5x Harbor; verdicts agree", met)
-                .note(format!(
-                    "{verdicts}; runner's own CPU {:.0} % of its time",
-                    100.0 * runner_cpu / rounds
-                )),
+            row.target(
+                format!(">= {goal}x Harbor; verdicts agree; verifier phase < 0.5 s"),
+                met,
+            )
+            .note(format!(
+                "{verdicts}; runner's verifier phase per task median {:.0} ms, p95 {:.0} ms; runner's own CPU {:.0} % of its time",
+                verifier.median(),
+                verifier.p95(),
+                100.0 * runner_cpu / rounds
+            )),
         );
         rows.push(peer_row);
     }

@@ -1,7 +1,8 @@
 //! Faults of the infrastructure, each injected by the test itself on the
 //! real machine and undone by it (issue 25): what runner guarantees when
-//! the run directory's disk fills up. The README's "Faults" table names
-//! each guarantee and the test that proves it.
+//! the run directory's disk fills up and when the engine stalls. The
+//! README's "Faults" table names each guarantee and the test that proves
+//! it.
 
 // A test that unwraps fails loudly, which is what a test should do; the
 // crate denies both outside tests ([lints] in Cargo.toml).
@@ -11,4 +12,5 @@
 mod support;
 
 mod disk_full;
+mod engine_stall;
 mod small_fs;
