@@ -109,24 +109,10 @@ pub async fn run_all(
         for n in 1..=args.attempts {
             let run_path = out_dir.join(&task.name).join(n.to_string());
             let earlier = if args.resume {
-                match resume::prior(&run_path) {
-                    Ok(Prior::Done(a)) => {
-                        shared.spend(a.cost_usd);
-                        let note = " (kept from an earlier run)";
-                        announce(&ctx.progress, total, &a, note, &ctx.redactor);
-                        results.push(*a);
-                        continue;
-                    }
-                    Ok(Prior::Run(earlier)) => earlier,
-                    Err(e) => {
-                        let why = format!("cannot move the earlier try aside: {e}");
-                        results.push(Attempt::not_run(
-                            &task.name,
-                            n,
-                            run_path,
-                            Status::Error,
-                            why,
-                        ));
+                match prior_tries(ctx, &shared, total, &task.name, n, &run_path) {
+                    Ok(earlier) => earlier,
+                    Err(kept) => {
+                        results.push(*kept);
                         continue;
                     }
                 }
@@ -187,6 +173,34 @@ pub async fn run_all(
     }
     results.sort_by(|a, b| (a.task.as_str(), a.attempt).cmp(&(b.task.as_str(), b.attempt)));
     results
+}
+
+/// What `--resume` finds of attempt `n` of `task` at `run_path`: its
+/// earlier tries to run it again, or `Err` with the attempt as it stays
+/// (done in an earlier run, announced as kept; or an earlier try that
+/// cannot be moved aside).
+fn prior_tries(
+    ctx: &AttemptCtx,
+    shared: &Shared,
+    total: usize,
+    task: &str,
+    n: u32,
+    run_path: &Path,
+) -> Result<Vec<EarlierTry>, Box<Attempt>> {
+    match resume::prior(run_path) {
+        Ok(Prior::Done(a)) => {
+            shared.spend(a.cost_usd);
+            let note = " (kept from an earlier run)";
+            announce(&ctx.progress, total, &a, note, &ctx.redactor);
+            Err(a)
+        }
+        Ok(Prior::Run(earlier)) => Ok(earlier),
+        Err(e) => {
+            let why = format!("cannot move the earlier try aside: {e}");
+            let a = Attempt::not_run(task, n, run_path.to_path_buf(), Status::Error, why);
+            Err(Box::new(a))
+        }
+    }
 }
 
 /// The longest an attempt of `tasks` can hold its running slot, every

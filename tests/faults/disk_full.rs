@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::small_fs::SmallFs;
 use crate::support::binary::{Dir, bash, read_jsonl, run, script};
 use crate::support::docker::{TINY, runtime_args};
-use crate::support::eval::{prelude, task, toml};
+use crate::support::eval::{prelude, statuses, task, toml};
 
 /// A command printing 4 MB (kept whole in the run's outputs/).
 const FOUR_MB: &str = "yes 0123456789abcdef0123456789abcdef | head -c 4000000";
@@ -216,11 +216,6 @@ fn a_full_eval_output_directory_fails_the_suite_and_resume_completes_it() {
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(d.path().join("report.json")).unwrap())
             .unwrap();
-    let statuses: Vec<&str> = r["attempts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["status"].as_str().unwrap())
-        .collect();
+    let statuses: Vec<String> = statuses(&r).into_iter().map(|(_, s, _)| s).collect();
     assert_eq!(statuses, ["pass"; 4], "{}", resumed.explain());
 }

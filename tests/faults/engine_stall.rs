@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::support::binary::{Dir, Ran, run};
 use crate::support::docker::{TINY, runtime_args};
-use crate::support::eval::{leftovers, prelude, task, toml};
+use crate::support::eval::{leftovers, prelude, statuses, task, toml};
 
 /// How long the engine is stopped.
 const STALL: Duration = Duration::from_secs(20);
@@ -96,16 +96,9 @@ fn verdicts(d: &Dir, out: &str, ran: &Ran) -> Vec<(String, String)> {
     let text =
         std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p:?}: {e}{}", ran.explain()));
     let r: Value = serde_json::from_str(&text).unwrap();
-    let mut v: Vec<(String, String)> = r["attempts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            (
-                a["task"].as_str().unwrap().to_string(),
-                a["status"].as_str().unwrap().to_string(),
-            )
-        })
+    let mut v: Vec<(String, String)> = statuses(&r)
+        .into_iter()
+        .map(|(task, status, _)| (task, status))
         .collect();
     v.sort();
     v

@@ -330,28 +330,8 @@ async fn phases(
     // solve.sh stopped by the agent timeout is the solution running long,
     // graded like any agent over its time.
     let solution_ran_long = ctx.agent == AgentKind::Oracle && timed_out;
-    let infra = matches!(end.outcome, Outcome::Error | Outcome::EmptyReply)
-        && blame == Blame::Infrastructure
-        && !solution_ran_long;
-    // A run whose record is not whole is not graded: retried like any
-    // infrastructure error, never a verdict on half a trajectory.
-    let lost = p.run_dir().lost();
-    if cancel.is_cancelled() || infra || lost.is_some() {
-        let removed = p.executor.shutdown().await;
-        p.stop_services().await;
-        removed.map_err(PhaseError::Teardown)?;
-        if cancel.is_cancelled() {
-            rec.status = Status::Interrupted;
-            rec.error_kind = None;
-            return Ok(());
-        }
-        if let Some(why) = lost {
-            return Err(PhaseError::Record(why));
-        }
-        // The model API or the sandbox failed: not the agent's fault.
-        return Err(PhaseError::Agent(
-            end.error.unwrap_or_else(|| "the agent phase failed".into()),
-        ));
+    if let Some(ended) = ungraded(&p, end, blame, solution_ran_long, rec, cancel).await {
+        return ended;
     }
 
     let verify_start = Instant::now();
@@ -371,6 +351,45 @@ async fn phases(
     p.stop_services().await;
     rec.phases.verifier_ms = ms(verify_start);
     recorded
+}
+
+/// Ends an attempt that is not graded after its agent phase: interrupted
+/// (Ctrl-C), an infrastructure error (the model API or the sandbox failed),
+/// or a run whose record is incomplete. `None`: it goes on to grading.
+async fn ungraded(
+    p: &Prepared<'_>,
+    end: RunEnd,
+    blame: Blame,
+    solution_ran_long: bool,
+    rec: &mut Attempt,
+    cancel: &CancellationToken,
+) -> Option<Result<(), PhaseError>> {
+    let infra = matches!(end.outcome, Outcome::Error | Outcome::EmptyReply)
+        && blame == Blame::Infrastructure
+        && !solution_ran_long;
+    // A run whose record is not whole is not graded: retried like any
+    // infrastructure error, never a verdict on half a trajectory.
+    let lost = p.run_dir().lost();
+    if !cancel.is_cancelled() && !infra && lost.is_none() {
+        return None;
+    }
+    let removed = p.executor.shutdown().await;
+    p.stop_services().await;
+    if let Err(e) = removed {
+        return Some(Err(PhaseError::Teardown(e)));
+    }
+    if cancel.is_cancelled() {
+        rec.status = Status::Interrupted;
+        rec.error_kind = None;
+        return Some(Ok(()));
+    }
+    if let Some(why) = lost {
+        return Some(Err(PhaseError::Record(why)));
+    }
+    // The model API or the sandbox failed: not the agent's fault.
+    Some(Err(PhaseError::Agent(
+        end.error.unwrap_or_else(|| "the agent phase failed".into()),
+    )))
 }
 
 /// An attempt set up ahead that gets no slot (Ctrl-C, the suite's budget

@@ -143,10 +143,6 @@ pub fn result(ctx: &Ctx<'_>, a: &Attempt, task: &TaskInfo) -> Option<TrialResult
     }
     let meta = ctx.meta;
     let name = trial_name(&task.name, a.attempt);
-    let at = |ms: u64| {
-        a.started_at
-            .map(|s| Stamp(s + Duration::milliseconds(i64::try_from(ms).unwrap_or(i64::MAX))))
-    };
     let span = |from: Option<Stamp>, to: Option<Stamp>| {
         from.map(|_| TimingInfo {
             started_at: from,
@@ -155,20 +151,14 @@ pub fn result(ctx: &Ctx<'_>, a: &Attempt, task: &TaskInfo) -> Option<TrialResult
     };
     let p = &a.phases;
     let ran = agent_ran(a);
-    // Set up ahead, the attempt waited `queued_ms` in the pool before its
-    // agent started (not part of its own `total_ms`).
-    let finished = at(p.total_ms.saturating_add(p.queued_ms));
-    let env_end = if ran { at(p.setup_ms) } else { finished };
-    let agent_start = at(p.setup_ms.saturating_add(p.queued_ms));
-    let agent_end = at(p
-        .setup_ms
-        .saturating_add(p.queued_ms)
-        .saturating_add(p.agent_ms));
-    let verifier_end = at(p
-        .setup_ms
-        .saturating_add(p.queued_ms)
-        .saturating_add(p.agent_ms)
-        .saturating_add(p.verifier_ms));
+    let Marks {
+        started,
+        finished,
+        env_end,
+        agent_start,
+        agent_end,
+        verifier_end,
+    } = marks(a, ran);
     let occurred_at = finished.unwrap_or(Stamp(meta.finished_at));
     let exception_info = exception(a).map(|(kind, message)| ExceptionInfo {
         exception_type: kind.to_string(),
@@ -219,9 +209,9 @@ pub fn result(ctx: &Ctx<'_>, a: &Attempt, task: &TaskInfo) -> Option<TrialResult
             .map(|g| g.as_str())
             .filter(|g| matches!(*g, "shared" | "separate")),
         exception_info,
-        started_at: at(0),
+        started_at: started,
         finished_at: finished,
-        environment_setup: span(at(0), env_end),
+        environment_setup: span(started, env_end),
         agent_setup: if ran {
             span(env_end, agent_start)
         } else {
@@ -240,6 +230,38 @@ pub fn result(ctx: &Ctx<'_>, a: &Attempt, task: &TaskInfo) -> Option<TrialResult
         step_results: None,
         reward_valid,
     })
+}
+
+/// When each phase of attempt `a` began and ended, from its start and
+/// phase durations.
+struct Marks {
+    started: Option<Stamp>,
+    finished: Option<Stamp>,
+    env_end: Option<Stamp>,
+    agent_start: Option<Stamp>,
+    agent_end: Option<Stamp>,
+    verifier_end: Option<Stamp>,
+}
+
+fn marks(a: &Attempt, ran: bool) -> Marks {
+    let at = |ms: u64| {
+        a.started_at
+            .map(|s| Stamp(s + Duration::milliseconds(i64::try_from(ms).unwrap_or(i64::MAX))))
+    };
+    let p = &a.phases;
+    // Set up ahead, the attempt waited `queued_ms` in the pool before its
+    // agent started (not part of its own `total_ms`).
+    let finished = at(p.total_ms.saturating_add(p.queued_ms));
+    let agent_start_ms = p.setup_ms.saturating_add(p.queued_ms);
+    let agent_end_ms = agent_start_ms.saturating_add(p.agent_ms);
+    Marks {
+        started: at(0),
+        finished,
+        env_end: if ran { at(p.setup_ms) } else { finished },
+        agent_start: at(agent_start_ms),
+        agent_end: at(agent_end_ms),
+        verifier_end: at(agent_end_ms.saturating_add(p.verifier_ms)),
+    }
 }
 
 /// What the agent of attempt `a` used and did, as Harbor's AgentContext
