@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 
 use crate::small_fs::SmallFs;
 use crate::support::binary::{Dir, bash, read_jsonl, run, script};
-use crate::support::docker::{TINY, runtime_args};
+use crate::support::docker::TINY;
 use crate::support::eval::{prelude, statuses, task, toml};
+use crate::tasks::eval_oracle;
 
 /// A command printing 4 MB (kept whole in the run's outputs/).
 const FOUR_MB: &str = "yes 0123456789abcdef0123456789abcdef | head -c 4000000";
@@ -154,21 +155,8 @@ fn a_full_eval_output_directory_fails_the_suite_and_resume_completes_it() {
         big_task(&suite, &format!("t{i}"), 3_000_000);
     }
     let cmd = |resume: bool| {
-        let mut c = d.runner();
-        c.args([
-            "eval",
-            "suite",
-            "--agent",
-            "oracle",
-            "-j",
-            "1",
-            "--json",
-            "report.json",
-        ])
-        .arg(if resume { "--resume" } else { "--output-dir" })
-        .arg(&out)
-        .args(runtime_args());
-        c
+        let flag = if resume { "--resume" } else { "--output-dir" };
+        eval_oracle(&d, "1", (flag, &out), "report.json", &[])
     };
     let ran = run(&mut cmd(false));
     assert_ne!(

@@ -16,8 +16,8 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use crate::support::binary::{Dir, Ran, run};
-use crate::support::docker::{TINY, runtime_args};
-use crate::support::eval::{leftovers, prelude, statuses, task, toml};
+use crate::support::eval::{leftovers, prelude, statuses};
+use crate::tasks::{answer_task, eval_oracle};
 
 /// How long the engine is stopped.
 const STALL: Duration = Duration::from_secs(20);
@@ -54,41 +54,14 @@ impl Drop for Stopped {
 fn suite(root: &Path, secs: u32) {
     for i in 0..6 {
         let answer = if i % 3 == 1 { "wrong" } else { "right" };
-        task(
-            root,
-            &format!("t{i}"),
-            &[
-                ("task.toml", &toml(TINY, 120, 60)),
-                ("instruction.md", "Write right to out.txt."),
-                (
-                    "solution/solve.sh",
-                    &format!("#!/bin/sh\nsleep {secs}\necho {answer} > out.txt\n"),
-                ),
-                (
-                    "tests/test.sh",
-                    "#!/bin/sh\nif grep -qx right out.txt; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
-                ),
-            ],
-        );
+        answer_task(root, &format!("t{i}"), &secs.to_string(), answer);
     }
 }
 
 fn eval(d: &Dir, out: &str) -> std::process::Command {
-    let mut c = d.runner();
-    c.args([
-        "eval",
-        "suite",
-        "--agent",
-        "oracle",
-        "-j",
-        "2",
-        "--retry-errors",
-        "2",
-    ])
-    .args(["--output-dir", out, "--json"])
-    .arg(format!("{out}.json"))
-    .args(runtime_args());
-    c
+    let report = format!("{out}.json");
+    let extra = ["--retry-errors", "2"];
+    eval_oracle(d, "2", ("--output-dir", Path::new(out)), &report, &extra)
 }
 
 fn verdicts(d: &Dir, out: &str, ran: &Ran) -> Vec<(String, String)> {
