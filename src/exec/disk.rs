@@ -131,9 +131,9 @@ impl Disk {
             return Err(DiskError::NotRoot);
         }
         let size_bytes = size_bytes.max(MIN_DISK_BYTES);
-        let dir = tempfile::Builder::new()
-            .prefix(STATE_PREFIX)
-            .tempdir()
+        // Named with its owner: a runner killed before it wrote the
+        // state is still known dead, and its directory removed by gc.
+        let dir = super::temp_dirs::create(STATE_PREFIX)
             .map_err(DiskError::io("creating the disk's directory"))?
             .keep();
         let mount = dir.join("mnt");
@@ -334,6 +334,11 @@ pub fn recover_abandoned(in_use: &dyn Fn(&str) -> bool) -> Recovered {
             .ok()
             .and_then(|t| serde_json::from_str::<State>(&t).ok())
         else {
+            // No state yet: its runner died making it, before anything
+            // was mounted or copied in.
+            if let Err(e) = super::temp_dirs::remove_unfinished(&dir, STATE_PREFIX) {
+                out.errors.push(e);
+            }
             continue;
         };
         if liveness::is_alive(state.pid, state.start.as_deref()) || in_use(&state.run_id) {

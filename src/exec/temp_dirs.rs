@@ -147,6 +147,29 @@ fn is_abandoned(dir: &Path, name: &str, meta: &std::fs::Metadata, prefixes: &[&s
     }
 }
 
+/// Removes `dir` (named by [`create`] with `prefix`) when its runner is
+/// gone and nothing is mounted under it: a `--disk` directory whose runner
+/// was killed before it wrote the disk's state, so before anything was
+/// mounted there or copied in. Whether it was removed, or why it could
+/// not be.
+pub fn remove_unfinished(dir: &Path, prefix: &str) -> Result<bool, String> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return Ok(false);
+    };
+    if !meta.is_dir() || !is_abandoned(dir, &name, &meta, &[prefix]) || mount_under(dir).is_some() {
+        return Ok(false);
+    }
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(format!("removing {}: {e}", dir.display())),
+    }
+}
+
 /// Removes runner's temporary directories whose runner is gone (in the
 /// temp directory, and channels in [`host_dirs`]' directories), and
 /// kept-markers whose workspace is gone.

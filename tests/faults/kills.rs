@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::support::binary::{Dir, Ran, run};
 use crate::support::eval::{leftovers, prelude, statuses};
-use crate::tasks::{answer_task, eval_oracle};
+use crate::tasks::{answer_task, entries, eval_oracle};
 
 const TASKS: usize = 50;
 const KILLS: usize = 20;
@@ -53,32 +53,17 @@ fn waits() -> Vec<u64> {
 /// channel's `ch-` ...).
 fn temp_dirs_of(pid: u32) -> Vec<PathBuf> {
     let owner = format!("-{pid}.");
-    [std::env::temp_dir(), PathBuf::from("/run/runner")]
-        .iter()
-        .filter_map(|base| std::fs::read_dir(base).ok())
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            (name.starts_with("runner-") || name.starts_with("ch-")) && name.contains(&owner)
-        })
-        .collect()
+    let mine = |name: &str| {
+        (name.starts_with("runner-") || name.starts_with("ch-")) && name.contains(&owner)
+    };
+    let mut found = entries(&std::env::temp_dir(), mine);
+    found.extend(entries(Path::new("/run/runner"), mine));
+    found
 }
 
 /// runner's `--disk` state directories now (their owner is inside).
 fn disks() -> Vec<PathBuf> {
-    std::fs::read_dir(std::env::temp_dir())
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("runner-disk-"))
-        })
-        .collect()
+    entries(&std::env::temp_dir(), |n| n.starts_with("runner-disk-"))
 }
 
 #[test]

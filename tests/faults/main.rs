@@ -1,7 +1,7 @@
 //! Faults of the infrastructure, each injected by the test itself on the
 //! real machine and undone by it (issue 25): what runner guarantees when
 //! the run directory's disk fills up, when the engine stalls, and when
-//! runner itself is killed again and again. The
+//! runner itself is killed again and again, and over a long soak. The
 //! README's "Faults" table names each guarantee and the test that proves
 //! it.
 
@@ -16,4 +16,5 @@ mod disk_full;
 mod engine_stall;
 mod kills;
 mod small_fs;
+mod soak;
 mod tasks;

@@ -1,11 +1,15 @@
-//! The faults' task directories and `runner eval` command lines.
+//! The faults' task directories, `runner eval` command lines, and a look
+//! at runner's temporary directories.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::support::binary::Dir;
 use crate::support::docker::{TINY, runtime_args};
 use crate::support::eval::{task, toml};
+
+/// Passes when the solution wrote `right` to out.txt.
+const TEST_SH: &str = "#!/bin/sh\nif grep -qx right out.txt; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n";
 
 /// Task `name` under `root` on the tiny image: its solution sleeps
 /// `sleep` seconds and writes `answer` to out.txt; its test passes on
@@ -21,10 +25,23 @@ pub fn answer_task(root: &Path, name: &str, sleep: &str, answer: &str) {
                 "solution/solve.sh",
                 &format!("#!/bin/sh\nsleep {sleep}\necho {answer} > out.txt\n"),
             ),
-            (
-                "tests/test.sh",
-                "#!/bin/sh\nif grep -qx right out.txt; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
-            ),
+            ("tests/test.sh", TEST_SH),
+        ],
+    );
+}
+
+/// Task `name` whose solution runs the hostile `body` (its agent phase
+/// ends within 8 s at the latest); the test passes when out.txt says
+/// `right`.
+pub fn hostile_task(root: &Path, name: &str, body: &str) {
+    task(
+        root,
+        name,
+        &[
+            ("task.toml", &toml(TINY, 8, 60)),
+            ("instruction.md", "Survive."),
+            ("solution/solve.sh", &format!("#!/bin/sh\n{body}\n")),
+            ("tests/test.sh", TEST_SH),
         ],
     );
 }
@@ -47,4 +64,16 @@ pub fn eval_oracle(
         .args(extra)
         .args(runtime_args());
     c
+}
+
+/// The entries of `base` whose names `keep` accepts (none when `base`
+/// cannot be read).
+pub fn entries(base: &Path, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    std::fs::read_dir(base)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(&keep))
+        .collect()
 }
