@@ -186,17 +186,22 @@ fn a_full_eval_output_directory_fails_the_suite_and_resume_completes_it() {
         "the disk was meant to fill up{}",
         ran.explain()
     );
-    // The report that reached the disk, if any, passes no attempt that
-    // lacks its record.
-    if let Ok(text) = std::fs::read_to_string(d.path().join("report.json")) {
-        let r: Value = serde_json::from_str(&text).unwrap();
-        for a in r["attempts"].as_array().unwrap() {
-            if a["status"] == "pass" {
-                let t = a["task"].as_str().unwrap();
-                assert!(out.join(format!("{t}/1/attempt.json")).exists(), "{a}");
-            }
+    // The report is written beside the suite, on a disk with room: every
+    // attempt without its record is an error there, never a verdict, and
+    // the full disk is named.
+    let text = std::fs::read_to_string(d.path().join("report.json"))
+        .unwrap_or_else(|e| panic!("report.json: {e}{}", ran.explain()));
+    let r: Value = serde_json::from_str(&text).unwrap();
+    for a in r["attempts"].as_array().unwrap() {
+        let t = a["task"].as_str().unwrap();
+        if !out.join(format!("{t}/1/attempt.json")).exists() {
+            assert_eq!(a["status"], "error", "{a}");
         }
     }
+    assert!(
+        text.contains("No space left on device"),
+        "the report names the fault: {text}"
+    );
 
     fs.grow(96);
     let resumed = run(&mut cmd(true));

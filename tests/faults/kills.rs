@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::support::binary::{Dir, Ran, run};
 use crate::support::eval::{leftovers, prelude, statuses};
-use crate::tasks::{answer_task, entries, eval_oracle};
+use crate::tasks::{added, answer_task, entries, eval_oracle};
 
 const TASKS: usize = 50;
 const KILLS: usize = 20;
@@ -121,10 +121,7 @@ fn twenty_kills_and_resumes_end_with_the_verdicts_of_an_undisturbed_run() {
             "temporary directories of killed runner {pid}: {dirs:?}"
         );
     }
-    let new_disks: Vec<PathBuf> = disks()
-        .into_iter()
-        .filter(|p| !disks_before.contains(p))
-        .collect();
+    let new_disks = added(&disks_before, disks());
     assert!(
         new_disks.is_empty(),
         "disks of killed runners: {new_disks:?}"

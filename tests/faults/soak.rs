@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::support::binary::{Dir, Ran};
 use crate::support::docker::containers_of_owner;
 use crate::support::eval::{leftovers, prelude, statuses};
-use crate::tasks::{answer_task, entries, eval_oracle, hostile_task};
+use crate::tasks::{added, answer_task, entries, eval_oracle, hostile_task};
 
 const SAMPLE_EVERY: Duration = Duration::from_secs(10);
 /// Past this the suite hung.
@@ -173,10 +173,7 @@ fn three_hundred_mixed_attempts_at_j4_keep_rss_fds_and_objects_flat() {
     );
     let left = leftovers(pid);
     assert!(left.is_empty(), "left on the engine: {left:?}");
-    let temp_after: Vec<PathBuf> = temp_entries()
-        .into_iter()
-        .filter(|p| !temp_before.contains(p))
-        .collect();
+    let temp_after = added(&temp_before, temp_entries());
     assert!(
         temp_after.is_empty(),
         "temporary directories left: {temp_after:?}"

@@ -77,3 +77,8 @@ pub fn entries(base: &Path, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
         .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(&keep))
         .collect()
 }
+
+/// What is in `now` but was not in `before`.
+pub fn added(before: &[PathBuf], now: Vec<PathBuf>) -> Vec<PathBuf> {
+    now.into_iter().filter(|p| !before.contains(p)).collect()
+}
