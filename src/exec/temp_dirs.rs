@@ -331,4 +331,33 @@ mod tests {
         sweep_in(tmp.path(), &ALL_PREFIXES, &mut Swept::default());
         assert!(!kept_marker(&kept).expect("marker").exists());
     }
+
+    #[test]
+    fn an_unfinished_disk_of_a_dead_runner_goes_and_a_live_ones_stays() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let me = std::process::id();
+        let start = liveness::process_start(me).expect("own start");
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::fs::write(outside.path().join("canary"), "host").expect("write");
+        let prefix = crate::exec::disk::STATE_PREFIX;
+        let mk = |name: &str| {
+            let p = tmp.path().join(name);
+            std::fs::create_dir_all(&p).expect("mkdir");
+            std::fs::write(p.join("disk.img"), "").expect("image");
+            std::os::unix::fs::symlink(outside.path(), p.join("out")).expect("link");
+            p
+        };
+        let dead = mk(&format!("{prefix}{me}.1-aaaaaa"));
+        let live = mk(&format!("{prefix}{me}.{start}-bbbbbb"));
+        let link = tmp.path().join(format!("{prefix}{me}.1-cccccc"));
+        std::os::unix::fs::symlink(outside.path(), &link).expect("link");
+        assert_eq!(remove_unfinished(&dead, prefix), Ok(true));
+        assert_eq!(remove_unfinished(&live, prefix), Ok(false));
+        assert_eq!(remove_unfinished(&link, prefix), Ok(false));
+        assert!(!dead.exists() && live.exists() && link.exists());
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("canary")).expect("read"),
+            "host"
+        );
+    }
 }
