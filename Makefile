@@ -4,12 +4,26 @@
 CARGO ?= cargo
 RUNNER := target/debug/runner
 
-.PHONY: demo-run all build test prereqs test-unit test-runsc lint fmt sandbox-image sandbox-tiny sandbox-full sandbox-proxy demo clean-runs bench bench-quick bench-peers bench-images eval-demo harbor test-harbor test-real-model
+.PHONY: demo-run prereqs-demo install all build test prereqs test-unit test-runsc lint fmt sandbox-image sandbox-tiny sandbox-full sandbox-proxy demo clean-runs bench bench-quick bench-peers bench-images eval-demo harbor test-harbor test-real-model
 
 all: build
 
 build:
 	$(CARGO) build
+
+## The release binary, its man pages and bash's, zsh's and fish's completions, under
+## $(DESTDIR)$(PREFIX). INSTALL_BIN: another build of runner to install instead.
+PREFIX ?= /usr/local
+INSTALL_BIN ?= target/release/runner
+install:
+	@if [ "$(INSTALL_BIN)" = target/release/runner ]; then $(CARGO) build --release --bin runner; fi
+	install -D -m 755 $(INSTALL_BIN) $(DESTDIR)$(PREFIX)/bin/runner
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+		$(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	$(INSTALL_BIN) man $(DESTDIR)$(PREFIX)/share/man/man1
+	$(INSTALL_BIN) completions bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/runner
+	$(INSTALL_BIN) completions zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_runner
+	$(INSTALL_BIN) completions fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/runner.fish
 
 ## The project's own sandbox images, built from Debian packages (no registry needed), and the
 ## egress proxy's image (tinyproxy) that --allow-host and allowlisted tasks need.
@@ -32,9 +46,15 @@ test: prereqs
 	$(MAKE) sandbox-image
 	CARGO=$(CARGO) bash tests/run-all.sh all
 
-## What `make test` needs beyond the toolchain (tests/prereqs.sh); exit 2 naming what is missing.
+## What `make test` needs beyond the toolchain: installed as root on Debian
+## (sandbox/install-host.sh), else checked (tests/prereqs.sh), exit 2 naming what is missing and
+## the one command that installs it.
 prereqs:
-	bash tests/prereqs.sh --runsc
+	bash sandbox/install-host.sh test
+
+## What `make demo` needs: the engine, started, and the image build's tools (as prereqs).
+prereqs-demo:
+	bash sandbox/install-host.sh demo
 
 ## What needs no Docker, on a machine without it: the unit tests, the local executor (tests/local),
 ## the model clients (tests/model), the binary's tests outside its `docker` modules (tests/cli), and
@@ -93,7 +113,7 @@ fmt:
 	$(CARGO) fmt --all
 
 ## The main job with no API key: the example suite graded with its reference solutions.
-demo: sandbox-full build
+demo: prereqs-demo sandbox-full build
 	$(RUNNER) eval examples/tasks --agent oracle --junit runs/demo-junit.xml --summary runs/demo-summary.md
 
 ## One task, one sandbox, a scripted model driving the loop (no API key).

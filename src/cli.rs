@@ -24,6 +24,9 @@ use crate::exec::shell::ShellMode;
 use crate::model::http::DEFAULT_IDLE_READ_TIMEOUT_SECS;
 use crate::model::provider::Provider;
 
+pub mod generate;
+use generate::{CompletionsArgs, ManArgs};
+pub mod recorded;
 mod value_enums;
 
 /// Runs an LLM agent on a task, with every command in a sandbox.
@@ -54,6 +57,11 @@ pub enum Command {
     View(ViewArgs),
     /// Continue a run that completed, hit a limit or was interrupted: its conversation is rebuilt from RUN_DIR's trajectory, MESSAGE added, and the loop goes on in a fresh sandbox on the same workspace, appending to the same trajectory.
     Continue(Box<ContinueArgs>),
+    /// Print the completion script for SHELL on stdout (bash: `runner completions bash > /etc/bash_completion.d/runner`; `make install` installs bash's, zsh's and fish's).
+    Completions(CompletionsArgs),
+    /// Write runner's man pages (roff): runner.1 on stdout, or runner.1 and one page per subcommand into DIR (`make install` does).
+    #[command(hide = true)]
+    Man(ManArgs),
 }
 
 /// Flags of `runner continue`. The model, limits, tools and image not
@@ -214,8 +222,8 @@ pub struct EvalArgs {
     #[command(subcommand)]
     pub action: Option<EvalAction>,
 
-    /// Task directories, or directories whose subdirectories are tasks.
-    #[arg(required = true, value_name = "PATH")]
+    /// Task directories, or directories whose subdirectories are tasks (none with --resume DIR: the ones DIR's suite.json recorded).
+    #[arg(required_unless_present = "resume", value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 
     /// What plays the agent.
@@ -301,7 +309,7 @@ pub struct EvalArgs {
     #[arg(long, conflicts_with = "resume")]
     pub output_dir: Option<PathBuf>,
 
-    /// Continue the suite whose output directory is DIR (run with the same tasks and flags): finished attempts are kept, interrupted, errored and never-started ones run, and the reports cover all of them.
+    /// Continue the suite whose output directory is DIR: finished attempts are kept, interrupted, errored and never-started ones run, and the reports cover all of them. Without task paths, the paths and the flags that change no sandbox, key or file are taken from DIR's suite.json; give the others (--executor, --base-url, --env, the sandbox's limits, the reports) again.
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
 
@@ -739,6 +747,7 @@ impl EvalArgs {
     pub fn settings(&self) -> EvalSettings {
         EvalSettings {
             paths: self.paths.clone(),
+            invocation: Vec::new(),
             agent_kind: self.agent_kind,
             agent: self.agent.options(),
             backend: self.executor,

@@ -50,12 +50,24 @@ async fn run() -> ExitCode {
         },
         Some(Command::Eval(args)) => match &args.action {
             Some(EvalAction::Merge(m)) => runner::eval::merge::run(&m.settings()),
-            None => runner::eval::run(args.settings(), cancel).await,
+            None => {
+                let typed = runner::cli::recorded::typed_after_eval();
+                match runner::cli::recorded::complete(*args, typed.clone()) {
+                    Ok(args) => {
+                        let mut settings = args.settings();
+                        settings.invocation = typed;
+                        runner::eval::run(settings, cancel).await
+                    }
+                    Err(f) => Err(f),
+                }
+            }
         },
         Some(Command::View(args)) => {
             runner::view::run(&args.dir, args.output.as_deref(), args.open)
         }
         Some(Command::Continue(args)) => runner::continuation::run(&args, cancel).await,
+        Some(Command::Completions(args)) => runner::cli::generate::completions(args.shell),
+        Some(Command::Man(args)) => runner::cli::generate::man(args.dir.as_deref()),
     };
     match result {
         Ok(code) => ExitCode::from(code),

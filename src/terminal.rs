@@ -54,6 +54,13 @@ pub fn visible(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// [`visible`] for one cell or line of a table or a log line: a newline
+/// or a tab in it (a task's name is a directory's) is shown as `\n`,
+/// `\t`, so it never splits the row.
+pub fn one_cell(text: &str) -> String {
+    visible(text).replace('\n', "\\n").replace('\t', "\\t")
+}
+
 /// Whether a terminal interprets `c` rather than just showing it.
 fn acts_on_terminal(c: char) -> bool {
     match c {

@@ -84,6 +84,18 @@ pub struct SuiteManifest {
     /// The tasks this directory runs (the shard's part of `tasks`).
     pub shard_tasks: Vec<String>,
     pub started_at: chrono::DateTime<chrono::Local>,
+    /// The command that started the suite, for `runner eval --resume DIR`
+    /// alone; absent in a manifest of an older runner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocation: Option<Invocation>,
+}
+
+/// `runner eval`'s arguments as typed (secrets redacted) and the directory
+/// they were typed in (relative paths are relative to it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Invocation {
+    pub cwd: PathBuf,
+    pub args: Vec<String>,
 }
 
 /// Why an output directory cannot be used.

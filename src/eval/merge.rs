@@ -338,6 +338,7 @@ mod tests {
             settings,
             shard: Some(shard),
             started_at: chrono::Local::now(),
+            invocation: None,
         };
         write_suite(&dir, &m).unwrap();
         for (t, st) in done {

@@ -157,11 +157,10 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
     } = preflight(&args, &base).await?;
 
     let started = Instant::now();
-    let (out_dir, suite) = open_suite(&args, all_names, &tasks)?;
-    let suite_id = suite.id.clone();
-
     let human = Human::new();
     let redactor = suite_redactor(&probe, &human, &tasks)?;
+    let (out_dir, suite) = open_suite(&args, all_names, &tasks, &redactor)?;
+    let suite_id = suite.id.clone();
     for t in &tasks {
         for w in &t.warnings {
             eprintln!("warning: {}", visible(w));
@@ -233,7 +232,10 @@ async fn run_inner(args: EvalSettings, cancel: CancellationToken) -> Result<u8, 
         harbor_job::write(dir, &attempts, infos, &meta, &redactor, args.resume)?;
         eprintln!("harbor job: {}", visible(&dir.display().to_string()));
     }
-    eprintln!("runs: {}", visible(&out_dir.display().to_string()));
+    eprintln!(
+        "runs: {}",
+        crate::terminal::one_cell(&out_dir.display().to_string())
+    );
 
     Ok(if cancel.is_cancelled() {
         130
@@ -354,6 +356,7 @@ fn open_suite(
     args: &EvalSettings,
     all_names: Vec<String>,
     tasks: &[task::Task],
+    redactor: &Redactor,
 ) -> Result<(PathBuf, manifest::SuiteManifest), EvalError> {
     let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S").to_string();
     let fresh_id = format!("eval-{stamp}-{:04x}", fastrand::u16(..));
@@ -377,6 +380,7 @@ fn open_suite(
         shard: args.shard,
         shard_tasks: tasks.iter().map(|t| t.name.clone()).collect(),
         started_at: chrono::Local::now(),
+        invocation: invocation(args, redactor),
     };
     let suite = resume::open(&out_dir, args.resume, fresh)?;
     if tasks.is_empty() {
@@ -387,6 +391,23 @@ fn open_suite(
         );
     }
     Ok((out_dir, suite))
+}
+
+/// The command line to record, its secrets redacted (a resume that needs
+/// one then names it as a difference); none when not from a command
+/// line or the working directory is unknown.
+fn invocation(args: &EvalSettings, redactor: &Redactor) -> Option<manifest::Invocation> {
+    if args.invocation.is_empty() {
+        return None;
+    }
+    Some(manifest::Invocation {
+        cwd: std::env::current_dir().ok()?,
+        args: args
+            .invocation
+            .iter()
+            .map(|a| redactor.redact(a).into_owned())
+            .collect(),
+    })
 }
 
 /// One redactor for the whole suite, built as a run builds its own (the

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 
-use crate::terminal::visible;
+use crate::terminal::one_cell;
 
 /// How often the status line is printed when stderr is not a terminal.
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
@@ -115,7 +115,7 @@ impl Progress {
             self.total,
             self.started.elapsed().as_secs()
         );
-        visible(&line).into_owned()
+        one_cell(&line)
     }
 
     /// Prints the status line every [`HEARTBEAT`] when not on a terminal,

@@ -13,7 +13,7 @@ use serde_json::json;
 use super::outcome::{Attempt, Status};
 use crate::convert::u32_from_usize;
 use crate::model::Usage;
-use crate::terminal::visible;
+use crate::terminal::{one_cell, visible};
 
 /// Version of the JSON report's format (documented in README.md).
 pub const JSON_REPORT_VERSION: u32 = 1;
@@ -355,7 +355,7 @@ fn fmt_secs(ms: u64) -> String {
 pub fn table(attempts: &[Attempt], totals: &Totals) -> String {
     let names: Vec<String> = attempts
         .iter()
-        .map(|a| visible(&format!("{}#{}", a.task, a.attempt)).into_owned())
+        .map(|a| one_cell(&format!("{}#{}", a.task, a.attempt)))
         .collect();
     let name_w = names
         .iter()
@@ -497,7 +497,7 @@ pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | ${:.4} | {} |",
-            visible(&a.task.replace('|', "\\|")),
+            one_cell(&a.task.replace('|', "\\|")),
             a.attempt,
             icon(a),
             fmt_reward(a),
@@ -518,7 +518,7 @@ pub fn markdown(attempts: &[Attempt], totals: &Totals, title: &str) -> String {
             "\n### Tamper signals\n\nWhat the agent changed on the verifier's path or left running when grading started: evidence, not verdicts; the kinds against the verifier itself flag a pass, the rest are informational.\n"
         );
         for a in flagged {
-            let _ = writeln!(s, "- **{} #{}**", visible(&a.task), a.attempt);
+            let _ = writeln!(s, "- **{} #{}**", one_cell(&a.task), a.attempt);
             for sig in &a.signals {
                 let _ = writeln!(s, "  - {}: {}", visible(&sig.kind), visible(&sig.detail));
             }
@@ -547,7 +547,7 @@ fn flagged_section(s: &mut String, attempts: &[Attempt]) {
         let _ = writeln!(
             s,
             "- **{} #{}**: {}; {}",
-            visible(&a.task),
+            one_cell(&a.task),
             a.attempt,
             visible(&super::flagged::kinds(a).join(", ")),
             visible(&regrade)
@@ -576,7 +576,7 @@ pub fn failures(attempts: &[Attempt]) -> String {
         let _ = writeln!(
             s,
             "  {}#{} {} ({}):",
-            visible(&a.task),
+            one_cell(&a.task),
             a.attempt,
             a.status.as_str(),
             a.agent_outcome
@@ -591,13 +591,13 @@ pub fn failures(attempts: &[Attempt]) -> String {
             .or(a.trajectory.as_ref().filter(|p| p.exists()));
         match log {
             Some(p) => {
-                let _ = writeln!(s, "      log: {}", visible(&p.display().to_string()));
+                let _ = writeln!(s, "      log: {}", one_cell(&p.display().to_string()));
             }
             None if a.run_dir.exists() => {
                 let _ = writeln!(
                     s,
                     "      run dir: {}",
-                    visible(&a.run_dir.display().to_string())
+                    one_cell(&a.run_dir.display().to_string())
                 );
             }
             None => {}

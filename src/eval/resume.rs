@@ -183,6 +183,7 @@ mod tests {
             settings,
             shard: None,
             started_at: chrono::Local::now(),
+            invocation: None,
         }
     }
 

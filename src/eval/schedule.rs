@@ -23,12 +23,16 @@ use super::slots::{Slots, Turn};
 use super::task::Task;
 use super::{image, manifest};
 use crate::redact::Redactor;
-use crate::terminal::visible;
+use crate::terminal::one_cell;
 
 /// The first retry's wait; each further one doubles it, up to
 /// [`RETRY_BACKOFF_MAX`].
 const RETRY_BACKOFF_FIRST: Duration = Duration::from_secs(2);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// How long a retry waits for the sandbox backend to answer again, and
+/// how often it asks.
+const BACKEND_WAIT: Duration = Duration::from_secs(120);
+const BACKEND_POLL: Duration = Duration::from_secs(1);
 /// The engine's own steps of an attempt (start, snapshot, removal...),
 /// bounded generously.
 const ENGINE_STEPS: Duration = Duration::from_secs(600);
@@ -78,7 +82,7 @@ fn announce(progress: &Progress, total: usize, a: &Attempt, note: &str, redactor
         a.reward.map_or("-".into(), |r| format!("{r:.2}")),
         a.phases.total_ms as f64 / 1000.0
     );
-    let line = visible(&redactor.redact(&line)).into_owned();
+    let line = one_cell(&redactor.redact(&line));
     progress.println(&line);
 }
 
@@ -219,7 +223,7 @@ fn longest_attempt(ctx: &AttemptCtx, tasks: &[Task], retry_errors: u32) -> Durat
         })
         .fold(0.0_f64, f64::max);
     let tries = f64::from(retry_errors.saturating_add(1));
-    let backoff = RETRY_BACKOFF_MAX.as_secs_f64() * f64::from(retry_errors);
+    let backoff = (RETRY_BACKOFF_MAX + BACKEND_WAIT).as_secs_f64() * f64::from(retry_errors);
     Duration::try_from_secs_f64(one * tries + backoff).unwrap_or(Duration::MAX)
 }
 
@@ -303,10 +307,36 @@ async fn tries(
             shared.retry_errors + 1,
             why.split_whitespace().collect::<Vec<_>>().join(" ")
         );
-        let line = visible(&ctx.redactor.redact(&line)).into_owned();
+        let line = one_cell(&ctx.redactor.redact(&line));
         ctx.progress.println(&line);
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
+            _ = cancel.cancelled() => {}
+        }
+        until_backend_answers(ctx, &format!("{}#{n}", task.name), cancel).await;
+    }
+}
+
+/// Waits, up to [`BACKEND_WAIT`], until the sandbox backend answers (an
+/// engine restarting or reached over a cut connection), so that a retry
+/// is not spent on an engine that is not there yet; the retry runs
+/// either way.
+async fn until_backend_answers(ctx: &AttemptCtx, attempt: &str, cancel: &CancellationToken) {
+    let start = Instant::now();
+    let mut told = false;
+    while !cancel.is_cancelled() && !ctx.backend.answers().await {
+        if start.elapsed() >= BACKEND_WAIT {
+            return;
+        }
+        if !told {
+            told = true;
+            ctx.progress.println(&format!(
+                "the sandbox backend does not answer; {attempt} waits up to {}s for it before its retry",
+                BACKEND_WAIT.as_secs()
+            ));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(BACKEND_POLL) => {}
             _ = cancel.cancelled() => {}
         }
     }

@@ -40,6 +40,10 @@ impl AgentKind {
 pub struct EvalSettings {
     /// Task directories, or directories whose subdirectories are tasks.
     pub paths: Vec<PathBuf>,
+    /// The arguments after `eval` as typed, recorded in `suite.json`
+    /// (redacted) for `--resume DIR` alone; empty when not from a
+    /// command line.
+    pub invocation: Vec<String>,
     pub agent_kind: AgentKind,
     /// The model and the loop, as for a run.
     pub agent: AgentOptions,

@@ -387,6 +387,13 @@ pub trait Backend: Send + Sync {
         Vec::new()
     }
 
+    /// Whether it answers right now. A retry after an infrastructure
+    /// error waits for it (an engine restarting); a backend that is always
+    /// there answers at once.
+    async fn answers(&self) -> bool {
+        true
+    }
+
     /// Removes what runs whose runner is gone (or whose time is up) left
     /// behind, and gives their work back.
     async fn collect_garbage(&self) -> Result<Cleanup, ExecError> {

@@ -12,6 +12,16 @@
   var sortKey = "order", sortDir = 1;
   var rank = { fail: 0, error: 1, interrupted: 2, missing: 3, skipped: 4, flagged: 5, pass: 6 };
 
+  // A newline or tab in a task's name (a directory's) is shown as \n, \t.
+  function oneCell(t) { return String(t).replace(/\n/g, "\\n").replace(/\t/g, "\\t"); }
+
+  function signalsText(a) {
+    var parts = [];
+    if (a.signals) parts.push(a.signals + (a.signals === 1 ? " tamper signal" : " tamper signals"));
+    if (a.loosenings) parts.push(a.loosenings + (a.loosenings === 1 ? " loosening" : " loosenings"));
+    return parts.join(", ");
+  }
+
   function cell(tr, text, cls) {
     var td = document.createElement("td");
     if (cls) td.className = cls;
@@ -69,10 +79,10 @@
       if (a.anchor) {
         var link = document.createElement("a");
         link.href = "#" + a.anchor;
-        link.textContent = a.task + " #" + a.attempt;
+        link.textContent = oneCell(a.task) + " #" + a.attempt;
         td.appendChild(link);
       } else {
-        td.textContent = a.task + " #" + a.attempt;
+        td.textContent = oneCell(a.task) + " #" + a.attempt;
       }
       cell(tr, a.status, "st st-" + a.status);
       cell(tr, fmtNum(a.reward, 2), "num");
@@ -80,6 +90,7 @@
       cell(tr, String(a.steps), "num");
       cell(tr, "$" + fmtNum(a.cost_usd, 4), "num");
       bar(cell(tr, ""), a);
+      cell(tr, signalsText(a), a.signals ? "signals-cell tamper" : "signals-cell");
       cell(tr, a.reason || "", a.reason ? "reason" : "");
       tbody.appendChild(tr);
     });

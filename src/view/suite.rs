@@ -241,6 +241,7 @@ fn attempts_table(h: &mut Html) {
         ("steps", "steps"),
         ("cost_usd", "cost"),
         ("total_ms", "phases"),
+        ("signals", "signals"),
         ("", "reason"),
     ] {
         if key.is_empty() {
@@ -308,6 +309,10 @@ fn data_rows(rows: &[Row], sorted: &[usize]) -> Vec<serde_json::Value> {
                 "steps": rec.map_or(0, |a| a.steps),
                 "cost_usd": rec.map_or(0.0, |a| a.cost_usd),
                 "phases": rec.map(|a| json!(a.phases)).unwrap_or(json!({})),
+                // Tamper signals and loosenings of the sandbox: counted in
+                // the table, listed in the attempt's section.
+                "signals": rec.map_or(0, |a| a.signals.len()),
+                "loosenings": rec.map_or(0, |a| a.loosenings.len()),
                 // The table's cell; the failures list has it in full.
                 "reason": r.reason.as_deref().map(|t| {
                     let (shown, cut) = cap_str(t, MAX_CELL_BYTES);

@@ -205,6 +205,7 @@ fn a_hostile_suite_renders_inert_failures_first_with_every_attempt() {
         shard: None,
         shard_tasks: tasks,
         started_at: chrono::Local::now(),
+        invocation: None,
     };
     write_suite(dir, &manifest).unwrap();
     for n in 1..=2 {
@@ -304,6 +305,7 @@ fn a_flagged_pass_is_marked_in_the_cards_the_table_and_its_section() {
         shard: None,
         shard_tasks: tasks,
         started_at: chrono::Local::now(),
+        invocation: None,
     };
     write_suite(dir, &manifest).unwrap();
     write_attempt(&attempt(dir, "plain", 1, Status::Pass)).unwrap();

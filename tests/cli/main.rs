@@ -24,6 +24,7 @@ mod approve;
 mod continue_run;
 mod continue_trust;
 mod docker;
+mod docs;
 mod edit;
 mod local_servers;
 mod messages;

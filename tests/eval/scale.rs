@@ -73,7 +73,7 @@ fn records(dir: &Path) -> usize {
 }
 
 #[test]
-fn a_suite_killed_with_sigkill_resumes_to_the_reports_of_an_uninterrupted_run() {
+fn a_suite_killed_with_sigkill_resumes_alone_to_the_reports_of_an_uninterrupted_run() {
     let _g = prelude();
     let d = Dir::new();
     six(&d.path().join("suite"), 3);
@@ -133,12 +133,15 @@ fn a_suite_killed_with_sigkill_resumes_to_the_reports_of_an_uninterrupted_run() 
         "a killed suite wrote no report"
     );
 
-    let (resumed, rpid) = run_with_pid(eval_in(
-        &d,
-        &[
-            "suite", "--agent", "oracle", "-j", "2", "--resume", "runs/cut",
-        ],
-    ));
+    // `--resume DIR` alone, from another directory: the task paths and
+    // the flags come from DIR's suite.json; the reports are named again.
+    let mut alone = d.runner();
+    alone
+        .current_dir(d.path().join("runs"))
+        .args(["eval", "--resume", "cut"])
+        .args(["--json", "../report.json", "--junit", "../junit.xml"])
+        .args(crate::support::docker::runtime_args());
+    let (resumed, rpid) = run_with_pid(alone);
     resumed.expect_code(1);
     assert_clean(rpid, &resumed.desc);
     let r = report_of(&d, &resumed);
@@ -171,6 +174,19 @@ fn a_suite_killed_with_sigkill_resumes_to_the_reports_of_an_uninterrupted_run() 
         std::thread::sleep(Duration::from_millis(500));
     }
     assert_clean(child.id(), "the runner killed with SIGKILL");
+
+    // Alone, a flag that changes a verdict is refused the same way.
+    let changed = run(d
+        .runner()
+        .args(["eval", "--resume", "runs/cut", "--agent", "nop"]));
+    changed.expect_code(2);
+    assert!(
+        changed
+            .stderr()
+            .contains(r#"agent ("oracle" then, "nop" now)"#),
+        "{}",
+        changed.explain()
+    );
 
     // Another suite in the same directory is refused, naming the difference.
     let other = run(&mut eval_in(

@@ -1,20 +1,26 @@
-//! runner SIGKILLed again and again: a 50-attempt suite killed 20 times
-//! at scattered moments, each kill followed by `--resume`, ends with the
+//! runner killed again and again, by SIGKILL and by the kernel's OOM
+//! killer (every fifth kill): a 50-attempt suite killed 20 times at
+//! scattered moments, each kill followed by `--resume`, ends with the
 //! verdicts of an undisturbed run; after `runner gc` nothing of the dead
 //! runners is left, on the engine or in the temporary directories.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::memcg::MemCgroup;
 use crate::support::binary::{Dir, Ran, run};
 use crate::support::eval::{leftovers, prelude, statuses};
 use crate::tasks::{added, answer_task, entries, eval_oracle};
 
 const TASKS: usize = 50;
 const KILLS: usize = 20;
+/// Every fifth kill (of those that find runner running) is the kernel's
+/// OOM killer's.
+const OOM_EVERY: usize = 5;
 
 /// 50 quick tasks; every fifth fails by design.
 fn suite(root: &Path) {
@@ -66,6 +72,31 @@ fn disks() -> Vec<PathBuf> {
     entries(&std::env::temp_dir(), |n| n.starts_with("runner-disk-"))
 }
 
+/// Has the kernel's OOM killer kill runner: it is moved into a memory
+/// cgroup of 1 MiB; it must die of SIGKILL within 30 s, counted as an OOM
+/// kill by the cgroup.
+fn oom_kill(child: &mut Child) {
+    let cg = MemCgroup::new("runner-test-oom");
+    cg.confine(child.id());
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "runner outlived a 1 MiB memory limit for 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "runner died of SIGKILL: {status:?}"
+    );
+    assert!(cg.oom_kills() >= 1, "the cgroup counts an OOM kill");
+}
+
 #[test]
 fn twenty_kills_and_resumes_end_with_the_verdicts_of_an_undisturbed_run() {
     let _serial = prelude();
@@ -77,6 +108,7 @@ fn twenty_kills_and_resumes_end_with_the_verdicts_of_an_undisturbed_run() {
     assert_eq!(expected.len(), TASKS, "{}", calm.explain());
 
     let mut killed = Vec::new();
+    let mut oom_killed = 0;
     for (i, wait) in waits().into_iter().enumerate() {
         let flag = if i == 0 { "--output-dir" } else { "--resume" };
         let mut child = eval(&d, flag, "cut", "cut.json")
@@ -87,7 +119,12 @@ fn twenty_kills_and_resumes_end_with_the_verdicts_of_an_undisturbed_run() {
         std::thread::sleep(Duration::from_millis(wait));
         // A run that already ended is not a kill: the rest resume anyway.
         if child.try_wait().unwrap().is_none() {
-            child.kill().expect("SIGKILL runner");
+            if killed.len() % OOM_EVERY == OOM_EVERY - 1 {
+                oom_kill(&mut child);
+                oom_killed += 1;
+            } else {
+                child.kill().expect("SIGKILL runner");
+            }
             killed.push(child.id());
         }
         let _ = child.wait();
@@ -97,7 +134,14 @@ fn twenty_kills_and_resumes_end_with_the_verdicts_of_an_undisturbed_run() {
         "most runs were killed mid-suite ({} of {KILLS})",
         killed.len()
     );
-    eprintln!("{} of {KILLS} runs SIGKILLed mid-suite", killed.len());
+    assert!(
+        oom_killed >= 2,
+        "at least 2 runs were OOM-killed ({oom_killed})"
+    );
+    eprintln!(
+        "{} of {KILLS} runs killed mid-suite, {oom_killed} of them by the OOM killer",
+        killed.len()
+    );
     let done = run(&mut eval(&d, "--resume", "cut", "cut.json"));
     assert_eq!(
         verdicts(&d, "cut.json", &done),

@@ -12,9 +12,14 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cut_proxy;
 mod disk_full;
+mod engine_restart;
 mod engine_stall;
 mod kills;
+mod memcg;
+mod midsuite;
+mod remote_cut;
 mod small_fs;
 mod soak;
 mod tasks;

@@ -91,7 +91,12 @@ impl SecondEngine {
 
     /// `DOCKER_HOST` for this engine.
     pub fn host(&self) -> String {
-        format!("unix://{}", self.dir.path().join("docker.sock").display())
+        format!("unix://{}", self.socket().display())
+    }
+
+    /// The engine's unix socket.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("docker.sock")
     }
 
     /// The engine's log, for failure messages.

@@ -345,6 +345,7 @@ mod tests {
             settings,
             shard,
             started_at: chrono::Local::now(),
+            invocation: None,
         }
     }
 

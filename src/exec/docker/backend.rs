@@ -213,6 +213,10 @@ impl Backend for DockerBackend {
         Some(self)
     }
 
+    async fn answers(&self) -> bool {
+        client::connect().await.is_ok()
+    }
+
     async fn check_runtime(&self, requested: Option<&str>) -> Result<Option<String>, ExecError> {
         let requested = requested.filter(|r| !r.is_empty());
         let Ok(docker) = client::connect().await else {

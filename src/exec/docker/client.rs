@@ -91,17 +91,74 @@ where
     }
 }
 
-/// Maps a bollard error to `ExecError::Docker` with context.
+/// Maps a bollard error to `ExecError::Engine` with context, or to
+/// `ExecError::EngineUnavailable` when the engine was not there at all.
 pub fn docker_err(op: &'static str, what: &str, e: &bollard::errors::Error) -> ExecError {
+    let detail = if what.is_empty() {
+        e.to_string()
+    } else {
+        format!("{what}: {e}")
+    };
+    if unreachable(e) {
+        return ExecError::EngineUnavailable {
+            engine: ENGINE,
+            detail: format!("the engine did not take the connection during {op}: {detail}"),
+            hint: UNAVAILABLE_HINT.into(),
+        };
+    }
     ExecError::Engine {
         engine: ENGINE,
         op,
-        detail: if what.is_empty() {
-            e.to_string()
-        } else {
-            format!("{what}: {e}")
-        },
+        detail,
     }
+}
+
+/// Whether `e` says the connection to the engine failed: its socket
+/// gone, the connection refused, reset or closed before the answer (an
+/// engine stopped, restarting or cut off), never a sandbox's doing. An
+/// error the engine answered with is not this.
+fn unreachable(e: &bollard::errors::Error) -> bool {
+    use bollard::errors::Error as E;
+    match e {
+        E::SocketNotFoundError(_) => true,
+        E::HyperLegacyError { err } => err.is_connect() || connection_lost(err),
+        E::HyperResponseError { err } => err.is_incomplete_message() || err.is_closed(),
+        E::IOError { err } => io_lost(err),
+        _ => false,
+    }
+}
+
+/// A connection refused, reset or closed somewhere in `e`'s causes.
+fn connection_lost(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        if let Some(h) = c.downcast_ref::<hyper::Error>()
+            && (h.is_incomplete_message() || h.is_closed())
+        {
+            return true;
+        }
+        if let Some(io) = c.downcast_ref::<std::io::Error>()
+            && io_lost(io)
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
+fn io_lost(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(
+        e.kind(),
+        K::ConnectionRefused
+            | K::ConnectionReset
+            | K::ConnectionAborted
+            | K::BrokenPipe
+            | K::NotFound
+            | K::NotConnected
+            | K::UnexpectedEof
+    )
 }
 
 /// The HTTP status of a Docker server error, if that is what `e` is.

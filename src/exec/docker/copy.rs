@@ -23,23 +23,6 @@ use crate::exec::ExecError;
 /// limit applies.
 pub const MAX_COLLECT_BYTES: u64 = 8 << 30;
 
-/// Tars the content of the host directory `host` (links kept as links,
-/// never followed; entries owned by `uid:gid`) and extracts it into the
-/// existing directory `dest` of the container.
-pub async fn upload_to(
-    docker: &Docker,
-    id: &str,
-    host: &Path,
-    dest: &str,
-    uid: u32,
-    gid: u32,
-) -> Result<(), ExecError> {
-    let mut builder = tar::Builder::new(Vec::new());
-    add_dir(&mut builder, host, Path::new(""), uid, gid)?;
-    let data = builder.into_inner()?;
-    send(docker, id, dest, data).await
-}
-
 /// The owner and mode of a directory in an image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DirOwner {

@@ -213,23 +213,24 @@ impl DockerExecutor {
         }) = &self.workspace
         {
             let (uid, gid) = numeric_user(&self.user).unwrap_or((0, 0));
-            match owner {
-                Some(o) => {
-                    copy::upload_owned(
-                        &self.docker,
-                        &self.id,
-                        host,
-                        &self.info.workdir,
-                        *o,
-                        *root_writable,
-                    )
-                    .await?
-                }
-                None => {
-                    copy::upload_to(&self.docker, &self.id, host, &self.info.workdir, uid, gid)
-                        .await?
-                }
-            }
+            // Without the image's owner kept, the directory is the command
+            // user's, as a bind-mounted one is: a root user without
+            // capabilities cannot write into one the image gave another
+            // user (a Harbor task's root agent on a remote engine).
+            let owner = owner.unwrap_or(copy::DirOwner {
+                uid,
+                gid,
+                mode: 0o755,
+            });
+            copy::upload_owned(
+                &self.docker,
+                &self.id,
+                host,
+                &self.info.workdir,
+                owner,
+                *root_writable,
+            )
+            .await?
         }
         Ok(())
     }
