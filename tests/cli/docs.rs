@@ -248,3 +248,25 @@ fn make_install_puts_the_binary_man_pages_and_completions_in_place() {
     assert!(read("share/zsh/site-functions/_runner").contains("#compdef runner"));
     assert!(read("share/fish/vendor_completions.d/runner.fish").contains("complete -c runner"));
 }
+
+/// The Action and the example workflow against GitHub's own schemas, as
+/// check-jsonschema vendors them (offline; `make test` installs it).
+#[test]
+fn the_action_and_the_example_workflow_match_githubs_schemas() {
+    for (schema, file) in [
+        ("vendor.github-actions", "action.yml"),
+        ("vendor.github-workflows", "docs/ci/github-actions.yml"),
+    ] {
+        let out = Command::new("python3")
+            .args(["-m", "check_jsonschema", "--builtin-schema", schema, file])
+            .current_dir(ROOT)
+            .output()
+            .expect("python3");
+        assert!(
+            out.status.success(),
+            "{file} against {schema} (needs check-jsonschema: bash sandbox/install-host.sh test):\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

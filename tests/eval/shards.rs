@@ -81,6 +81,66 @@ fn workflow_step(job: &str, id: &str) -> (String, Value) {
     (script, wf)
 }
 
+/// The `run:` scripts of the Action's `eval` and `verdict` steps and the
+/// environment the first gets for the workflow's `shard` step of matrix
+/// entry `shard`: each `${{ inputs.NAME }}` is the workflow's `with:`
+/// value (its `${{ env.X }}` from `env`, `${{ matrix.shard }}`
+/// substituted) or the input's default.
+fn action_steps(
+    wf: &Value,
+    env: &[(&str, String)],
+    shard: u64,
+) -> (String, Vec<(String, String)>, String) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("action.yml");
+    let text = std::fs::read_to_string(&path).expect("read action.yml");
+    let action: Value = serde_saphyr::from_str(&text).expect("action.yml is YAML");
+    let steps = action["runs"]["steps"].as_array().expect("runs.steps");
+    let by_id = |id: &str| {
+        steps
+            .iter()
+            .find(|s| s["id"] == id)
+            .unwrap_or_else(|| panic!("no step {id} in action.yml"))
+    };
+    let uses = wf["jobs"]["shard"]["steps"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["id"] == "shard"))
+        .expect("the workflow's shard step");
+    assert_eq!(uses["uses"], "./", "the shard step uses the Action");
+    let expand = |v: &str| {
+        let mut out = v.replace("${{ matrix.shard }}", &shard.to_string());
+        for (k, val) in env {
+            out = out.replace(&format!("${{{{ env.{k} }}}}"), val);
+        }
+        assert!(!out.contains("${{"), "unexpanded: {out}");
+        out
+    };
+    let input = |name: &str| -> String {
+        match uses["with"][name].as_str() {
+            Some(v) => expand(v),
+            None => action["inputs"][name]["default"]
+                .as_str()
+                .unwrap_or_else(|| panic!("input {name}: no value and no default"))
+                .to_string(),
+        }
+    };
+    let eval = by_id("eval");
+    let vars = eval["env"]
+        .as_object()
+        .expect("the eval step's env")
+        .iter()
+        .map(|(k, v)| {
+            let v = v.as_str().expect("a string");
+            let name = v
+                .strip_prefix("${{ inputs.")
+                .and_then(|r| r.strip_suffix(" }}"))
+                .unwrap_or_else(|| panic!("{k}: {v} is not an input"));
+            (k.clone(), input(name))
+        })
+        .collect();
+    let script = |step: &Value| step["run"].as_str().expect("run:").to_string();
+    (script(eval), vars, script(by_id("verdict")))
+}
+
 /// `bash -euo pipefail -c SCRIPT` in `d`, as a runner machine's step runs
 /// it, with the freshly built runner on PATH and only `vars` besides.
 fn step(d: &Dir, script: &str, vars: &[(&str, String)]) -> Command {
@@ -187,8 +247,7 @@ fn three_concurrent_shards_merge_to_the_report_of_one_unsharded_run() {
     let _g = prelude();
     let d = Dir::new();
     suite(&d.path().join("suite"));
-    let (shard_script, wf) = workflow_step("shard", "shard");
-    let (merge_script, _) = workflow_step("merge", "merge");
+    let (merge_script, wf) = workflow_step("merge", "merge");
     // The example's matrix is the SHARDS it says.
     let shards = wf["env"]["SHARDS"].as_u64().expect("env.SHARDS");
     let matrix: Vec<u64> = wf["jobs"]["shard"]["strategy"]["matrix"]["shard"]
@@ -200,31 +259,52 @@ fn three_concurrent_shards_merge_to_the_report_of_one_unsharded_run() {
     assert_eq!(matrix, (1..=shards).collect::<Vec<_>>());
     assert_eq!(shards, 3, "this test runs the example's 3 shards");
 
-    let common = |shard: u64| {
-        vec![
-            ("SUITE", "suite".to_string()),
-            ("AGENT", "oracle".to_string()),
-            ("ATTEMPTS", "2".to_string()),
-            ("JOBS", "1".to_string()),
-            ("SHARDS", shards.to_string()),
-            ("SHARD", shard.to_string()),
-        ]
-    };
-    // The three machines, at once.
-    let children: Vec<(Child, String, u32)> = (1..=shards)
+    // The workflow's env, with this test's suite.
+    let env = [
+        ("SUITE", "suite".to_string()),
+        ("AGENT", "oracle".to_string()),
+        ("ATTEMPTS", "2".to_string()),
+        ("JOBS", "1".to_string()),
+        ("SHARDS", shards.to_string()),
+    ];
+    // The three machines, at once: the Action's eval step each.
+    let children: Vec<(Child, String, u32, PathBuf, String)> = (1..=shards)
         .map(|i| {
-            let mut c = step(&d, &shard_script, &common(i));
+            let (eval_script, vars, verdict_script) = action_steps(&wf, &env, i);
+            let output = d.path().join(format!("github-output-{i}"));
+            let mut vars: Vec<(&str, String)> =
+                vars.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            vars.push(("GITHUB_OUTPUT", output.display().to_string()));
+            let mut c = step(&d, &eval_script, &vars);
             let desc = format!("shard {i}: {c:?}");
             let child = c.spawn().unwrap_or_else(|e| panic!("spawn {desc}: {e}"));
             let pid = child.id();
-            (child, desc, pid)
+            (child, desc, pid, output, verdict_script)
         })
         .collect();
-    for (child, desc, pid) in children {
+    for (i, (child, desc, pid, output, verdict_script)) in children.into_iter().enumerate() {
         let ran = finish(child, desc);
-        // --min-pass-rate 0: a shard with a failing task still exits 0.
         ran.expect_code(0);
         assert_clean(pid, &ran.desc);
+        // The step's output, then the Action's last step: min-pass-rate 0,
+        // so a shard with a failing task passes its job.
+        let said = std::fs::read_to_string(&output).unwrap_or_default();
+        let code = said
+            .lines()
+            .find_map(|l| l.strip_prefix("exit-code="))
+            .unwrap_or_else(|| panic!("no exit-code in $GITHUB_OUTPUT: {said:?}{}", ran.explain()));
+        assert_eq!(code, "0", "{}", ran.explain());
+        let mut v = step(&d, &verdict_script, &[("EVAL_CODE", code.to_string())]);
+        let verdict = finish(
+            v.spawn().expect("spawn the verdict step"),
+            format!("verdict {i}"),
+        );
+        verdict.expect_code(0);
+        // The artifact holds the page and the JUnit report.
+        let out = d.path().join(format!("out/shard-{}", i + 1));
+        for f in ["results.html", "junit.xml", "report.json", "suite.json"] {
+            assert!(out.join(f).is_file(), "{f} in {out:?}{}", ran.explain());
+        }
     }
 
     // One process, the whole suite.
