@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use super::outcome::Attempt;
 use super::settings::EvalSettings;
 
-/// Version of `suite.json` and `attempt.json` (documented in README.md).
+/// Version of `suite.json` and `attempt.json` (documented in docs/02-eval.md).
 pub const MANIFEST_VERSION: u32 = 1;
 
 /// The manifest's file name in an output directory.

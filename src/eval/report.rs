@@ -15,7 +15,7 @@ use crate::convert::u32_from_usize;
 use crate::model::Usage;
 use crate::terminal::{one_cell, visible};
 
-/// Version of the JSON report's format (documented in README.md).
+/// Version of the JSON report's format (documented in docs/02-eval.md).
 pub const JSON_REPORT_VERSION: u32 = 1;
 
 /// One task's attempts, aggregated.
