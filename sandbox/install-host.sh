@@ -24,11 +24,15 @@ engine_answers() { timeout 10 docker info >/dev/null 2>&1; }
 if [ "$(id -u)" != 0 ]; then
     # Not root: only check, and say the one command that installs it.
     if [ "$what" = test ]; then
+        # It names what is missing and ends with the one command.
         bash tests/prereqs.sh --runsc && exit 0
-    elif has docker && engine_answers && has debootstrap && has mkfs.ext4; then
+        exit 2
+    fi
+    if has docker && engine_answers && has debootstrap && has mkfs.ext4; then
         exit 0
     fi
-    echo "hint: as root, one command installs all of it: sudo bash sandbox/install-host.sh $what" >&2
+    echo "error: make demo needs the Docker engine running, debootstrap and mkfs.ext4" >&2
+    echo "hint: as root, one command installs all of it: sudo bash sandbox/install-host.sh demo" >&2
     exit 2
 fi
 

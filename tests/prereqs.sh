@@ -92,5 +92,5 @@ fi
 for step in "${other[@]}"; do
     printf 'hint: %s\n' "$step" >&2
 done
-printf 'hint: .ci/run installs and starts all of it on a fresh Debian machine (as root)\n' >&2
+printf 'hint: as root, one command installs all of it: sudo bash sandbox/install-host.sh test\n' >&2
 exit 2
