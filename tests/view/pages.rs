@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::browser::{dom, screenshot};
-use crate::support::binary::{Dir, bash, run};
+use crate::support::binary::{Dir, Ran, bash, run};
 use crate::support::docker::TINY;
 use crate::support::eval::{eval, prelude, task, toml};
 
@@ -38,6 +38,26 @@ fn assert_inert(dom: &str) {
     for bad in ["<iframe", "<object", "<embed", "<link"] {
         assert!(!dom.contains(bad), "{bad} in the DOM");
     }
+}
+
+/// `runner eval TASKS` with the scripted model's `script`, the suite's
+/// page written to `html`.
+fn scripted_eval(d: &Dir, tasks: &Path, script: &serde_json::Value, html: &str) -> Ran {
+    let s = d.write("script.json", &script.to_string());
+    eval(
+        d,
+        &[
+            tasks.to_str().unwrap(),
+            "--agent",
+            "model",
+            "--provider",
+            "scripted",
+            "--script",
+            s.to_str().unwrap(),
+            "--html",
+            html,
+        ],
+    )
 }
 
 fn examples() -> String {
@@ -135,21 +155,7 @@ fn a_hostile_attempt_stays_text_in_chromium() {
          "tool_calls": [bash(&format!("printf '%s\\n' '{HOSTILE}' '{CANARY}'; seq 1 3000"))]},
         {"text": format!("done {HOSTILE}")}
     ]});
-    let s = d.write("script.json", &script.to_string());
-    let ran = eval(
-        &d,
-        &[
-            tasks.to_str().unwrap(),
-            "--agent",
-            "model",
-            "--provider",
-            "scripted",
-            "--script",
-            s.to_str().unwrap(),
-            "--html",
-            "hostile.html",
-        ],
-    );
+    let ran = scripted_eval(&d, &tasks, &script, "hostile.html");
     // The reward file holds the hostile string: an error of the task.
     ran.expect_code(2);
     let page = d.path().join("hostile.html");
@@ -220,21 +226,7 @@ fn the_table_shows_tamper_signals_and_loosenings_and_names_stay_on_one_line() {
         {"tool_calls": [bash("mkdir -p /usr/local/bin && printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/python3 && chmod +x /usr/local/bin/python3")]},
         {"text": "done"}
     ]});
-    let s = d.write("script.json", &script.to_string());
-    let ran = eval(
-        &d,
-        &[
-            tasks.to_str().unwrap(),
-            "--agent",
-            "model",
-            "--provider",
-            "scripted",
-            "--script",
-            s.to_str().unwrap(),
-            "--html",
-            "tamper.html",
-        ],
-    );
+    let ran = scripted_eval(&d, &tasks, &script, "tamper.html");
     ran.expect_code(1);
     let row = ran
         .stderr()
