@@ -242,6 +242,130 @@ fn verdicts(r: &Value) -> Value {
     })
 }
 
+/// The Action's `eval` and `verdict` steps for each shard of the
+/// workflow's matrix, as 3 machines would run them, at once; each must
+/// pass its job (min-pass-rate 0) and leave its page and reports in the
+/// directory it uploads.
+fn action_shards(d: &Dir, wf: &Value, env: &[(&str, String)], shards: u64) {
+    // The three machines, at once: the Action's eval step each.
+    let children: Vec<(Child, String, u32, PathBuf, String)> = (1..=shards)
+        .map(|i| {
+            let (eval_script, vars, verdict_script) = action_steps(wf, env, i);
+            let output = d.path().join(format!("github-output-{i}"));
+            let mut vars: Vec<(&str, String)> =
+                vars.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            vars.push(("GITHUB_OUTPUT", output.display().to_string()));
+            let mut c = step(d, &eval_script, &vars);
+            let desc = format!("shard {i}: {c:?}");
+            let child = c.spawn().unwrap_or_else(|e| panic!("spawn {desc}: {e}"));
+            let pid = child.id();
+            (child, desc, pid, output, verdict_script)
+        })
+        .collect();
+    for (i, (child, desc, pid, output, verdict_script)) in children.into_iter().enumerate() {
+        let ran = finish(child, desc);
+        ran.expect_code(0);
+        assert_clean(pid, &ran.desc);
+        // The step's output, then the Action's last step: min-pass-rate 0,
+        // so a shard with a failing task passes its job.
+        let said = std::fs::read_to_string(&output).unwrap_or_default();
+        let code = said
+            .lines()
+            .find_map(|l| l.strip_prefix("exit-code="))
+            .unwrap_or_else(|| panic!("no exit-code in $GITHUB_OUTPUT: {said:?}{}", ran.explain()));
+        assert_eq!(code, "0", "{}", ran.explain());
+        let mut v = step(d, &verdict_script, &[("EVAL_CODE", code.to_string())]);
+        let verdict = finish(
+            v.spawn().expect("spawn the verdict step"),
+            format!("verdict {i}"),
+        );
+        verdict.expect_code(0);
+        // The artifact holds the page and the JUnit report.
+        let out = d.path().join(format!("out/shard-{}", i + 1));
+        for f in ["results.html", "junit.xml", "report.json", "suite.json"] {
+            assert!(out.join(f).is_file(), "{f} in {out:?}{}", ran.explain());
+        }
+    }
+}
+
+/// What upload-artifact and download-artifact do: each shard's output
+/// directory lands in shards/eval-shard-I/ on the merging machine.
+fn download(d: &Dir, shards: u64) {
+    std::fs::create_dir(d.path().join("shards")).unwrap();
+    for i in 1..=shards {
+        std::fs::rename(
+            d.path().join(format!("out/shard-{i}")),
+            d.path().join(format!("shards/eval-shard-{i}")),
+        )
+        .unwrap();
+    }
+}
+
+/// The workflow's merge step, its step summary in step-summary.md.
+fn merge_step(d: &Dir, script: &str, min_pass_rate: &str) -> Ran {
+    let summary = d.path().join("step-summary.md");
+    let mut m = step(
+        d,
+        script,
+        &[
+            ("MIN_PASS_RATE", min_pass_rate.to_string()),
+            ("GITHUB_STEP_SUMMARY", summary.display().to_string()),
+        ],
+    );
+    let desc = format!("merge: {m:?}");
+    finish(m.spawn().expect("spawn the merge"), desc)
+}
+
+#[test]
+fn the_actions_steps_run_the_example_tasks_in_three_shards_and_a_merge() {
+    let _g = prelude();
+    let d = Dir::new();
+    let (merge_script, wf) = workflow_step("merge", "merge");
+    let shards = wf["env"]["SHARDS"].as_u64().expect("env.SHARDS");
+    let suite = wf["env"]["SUITE"].as_str().expect("env.SUITE");
+    assert_eq!(
+        suite, "examples/tasks",
+        "the workflow runs the example tasks"
+    );
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(suite);
+    let count = std::fs::read_dir(&examples)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("task.toml").is_file())
+        .count();
+    let env = [
+        ("SUITE", examples.display().to_string()),
+        (
+            "AGENT",
+            wf["env"]["AGENT"].as_str().expect("env.AGENT").to_string(),
+        ),
+        ("ATTEMPTS", wf["env"]["ATTEMPTS"].to_string()),
+        // One attempt at a time on each of the 3 "machines" (2 cores here).
+        ("JOBS", "1".to_string()),
+        ("SHARDS", shards.to_string()),
+    ];
+    action_shards(&d, &wf, &env, shards);
+    download(&d, shards);
+    let merged = merge_step(&d, &merge_script, "1.0");
+    merged.expect_code(0);
+    let r = read_json(&d.path().join("merged/report.json"), &merged);
+    let t = &r["totals"];
+    assert_eq!(
+        t["tasks"].as_u64(),
+        Some(count as u64),
+        "{}",
+        merged.explain()
+    );
+    assert_eq!(
+        t["passed"].as_u64(),
+        Some(count as u64),
+        "{}",
+        merged.explain()
+    );
+    let summary = std::fs::read_to_string(d.path().join("step-summary.md")).unwrap_or_default();
+    assert!(summary.contains("pass rate"), "the step summary: {summary}");
+}
+
 #[test]
 fn three_concurrent_shards_merge_to_the_report_of_one_unsharded_run() {
     let _g = prelude();
@@ -267,45 +391,7 @@ fn three_concurrent_shards_merge_to_the_report_of_one_unsharded_run() {
         ("JOBS", "1".to_string()),
         ("SHARDS", shards.to_string()),
     ];
-    // The three machines, at once: the Action's eval step each.
-    let children: Vec<(Child, String, u32, PathBuf, String)> = (1..=shards)
-        .map(|i| {
-            let (eval_script, vars, verdict_script) = action_steps(&wf, &env, i);
-            let output = d.path().join(format!("github-output-{i}"));
-            let mut vars: Vec<(&str, String)> =
-                vars.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-            vars.push(("GITHUB_OUTPUT", output.display().to_string()));
-            let mut c = step(&d, &eval_script, &vars);
-            let desc = format!("shard {i}: {c:?}");
-            let child = c.spawn().unwrap_or_else(|e| panic!("spawn {desc}: {e}"));
-            let pid = child.id();
-            (child, desc, pid, output, verdict_script)
-        })
-        .collect();
-    for (i, (child, desc, pid, output, verdict_script)) in children.into_iter().enumerate() {
-        let ran = finish(child, desc);
-        ran.expect_code(0);
-        assert_clean(pid, &ran.desc);
-        // The step's output, then the Action's last step: min-pass-rate 0,
-        // so a shard with a failing task passes its job.
-        let said = std::fs::read_to_string(&output).unwrap_or_default();
-        let code = said
-            .lines()
-            .find_map(|l| l.strip_prefix("exit-code="))
-            .unwrap_or_else(|| panic!("no exit-code in $GITHUB_OUTPUT: {said:?}{}", ran.explain()));
-        assert_eq!(code, "0", "{}", ran.explain());
-        let mut v = step(&d, &verdict_script, &[("EVAL_CODE", code.to_string())]);
-        let verdict = finish(
-            v.spawn().expect("spawn the verdict step"),
-            format!("verdict {i}"),
-        );
-        verdict.expect_code(0);
-        // The artifact holds the page and the JUnit report.
-        let out = d.path().join(format!("out/shard-{}", i + 1));
-        for f in ["results.html", "junit.xml", "report.json", "suite.json"] {
-            assert!(out.join(f).is_file(), "{f} in {out:?}{}", ran.explain());
-        }
-    }
+    action_shards(&d, &wf, &env, shards);
 
     // One process, the whole suite.
     let whole = run(d
@@ -330,27 +416,8 @@ fn three_concurrent_shards_merge_to_the_report_of_one_unsharded_run() {
     whole.expect_code(0);
     let whole_r = read_json(&d.path().join("whole.json"), &whole);
 
-    // What upload-artifact and download-artifact do: each shard's output
-    // directory lands in shards/eval-shard-I/ on the merging machine.
-    std::fs::create_dir(d.path().join("shards")).unwrap();
-    for i in 1..=shards {
-        std::fs::rename(
-            d.path().join(format!("out/shard-{i}")),
-            d.path().join(format!("shards/eval-shard-{i}")),
-        )
-        .unwrap();
-    }
-    let summary = d.path().join("step-summary.md");
-    let mut m = step(
-        &d,
-        &merge_script,
-        &[
-            ("MIN_PASS_RATE", "1.0".to_string()),
-            ("GITHUB_STEP_SUMMARY", summary.display().to_string()),
-        ],
-    );
-    let desc = format!("merge: {m:?}");
-    let merged = finish(m.spawn().expect("spawn the merge"), desc);
+    download(&d, shards);
+    let merged = merge_step(&d, &merge_script, "1.0");
     // Two tasks fail: below --min-pass-rate 1.0, as the unsharded run would be.
     merged.expect_code(1);
     let merged_r = read_json(&d.path().join("merged/report.json"), &merged);
@@ -403,7 +470,8 @@ fn three_concurrent_shards_merge_to_the_report_of_one_unsharded_run() {
     assert_eq!((cases, failures, errors), (12, 4, 0));
     let md = std::fs::read_to_string(d.path().join("merged/summary.md")).expect("summary.md");
     assert!(md.contains("3 of 3 shards"), "{md}");
-    let step_md = std::fs::read_to_string(&summary).expect("the step summary");
+    let step_md =
+        std::fs::read_to_string(d.path().join("step-summary.md")).expect("the step summary");
     assert_eq!(step_md, md, "GITHUB_STEP_SUMMARY gets the summary");
 }
 
