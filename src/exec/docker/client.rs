@@ -82,6 +82,14 @@ where
 {
     match tokio::time::timeout(limit, fut).await {
         Ok(Ok(v)) => Ok(v),
+        // A connection lost mid-call is the engine's going only when it
+        // does not answer now: a stream the engine broke off while it
+        // stays up (a container's content it could not send) is not
+        // surely the engine's fault, and after the agent phase counts
+        // against the agent as any other engine error.
+        Ok(Err(e)) if lost_mid_call(&e) && connect().await.is_err() => {
+            Err(unavailable(op, what, &e, "lost the connection"))
+        }
         Ok(Err(e)) => Err(docker_err(op, what, &e)),
         Err(_) => Err(ExecError::EngineTimeout {
             engine: ENGINE,
@@ -91,44 +99,63 @@ where
     }
 }
 
-/// Maps a bollard error to `ExecError::Engine` with context, or to
-/// `ExecError::EngineUnavailable` when the engine was not there at all.
-pub fn docker_err(op: &'static str, what: &str, e: &bollard::errors::Error) -> ExecError {
-    let detail = if what.is_empty() {
+/// `e` with its context: `what` (a container id...) first.
+fn detail_of(what: &str, e: &bollard::errors::Error) -> String {
+    if what.is_empty() {
         e.to_string()
     } else {
         format!("{what}: {e}")
-    };
-    if unreachable(e) {
-        return ExecError::EngineUnavailable {
-            engine: ENGINE,
-            detail: format!("the engine did not take the connection during {op}: {detail}"),
-            hint: UNAVAILABLE_HINT.into(),
-        };
+    }
+}
+
+fn unavailable(op: &str, what: &str, e: &bollard::errors::Error, how: &str) -> ExecError {
+    ExecError::EngineUnavailable {
+        engine: ENGINE,
+        detail: format!("the engine {how} during {op}: {}", detail_of(what, e)),
+        hint: UNAVAILABLE_HINT.into(),
+    }
+}
+
+/// Maps a bollard error to `ExecError::Engine` with context, or to
+/// `ExecError::EngineUnavailable` when no engine took the connection.
+pub fn docker_err(op: &'static str, what: &str, e: &bollard::errors::Error) -> ExecError {
+    if never_connected(e) {
+        return unavailable(op, what, e, "did not take the connection");
     }
     ExecError::Engine {
         engine: ENGINE,
         op,
-        detail,
+        detail: detail_of(what, e),
     }
 }
 
-/// Whether `e` says the connection to the engine failed: its socket
-/// gone, the connection refused, reset or closed before the answer (an
-/// engine stopped, restarting or cut off), never a sandbox's doing. An
-/// error the engine answered with is not this.
-fn unreachable(e: &bollard::errors::Error) -> bool {
+/// Whether no engine took the connection at all (its socket gone, the
+/// connection refused): an engine stopped, restarting or cut off, never a
+/// sandbox's doing.
+fn never_connected(e: &bollard::errors::Error) -> bool {
     use bollard::errors::Error as E;
+    use std::io::ErrorKind as K;
     match e {
         E::SocketNotFoundError(_) => true,
-        E::HyperLegacyError { err } => err.is_connect() || connection_lost(err),
+        E::HyperLegacyError { err } => err.is_connect(),
+        E::IOError { err } => matches!(err.kind(), K::ConnectionRefused | K::NotFound),
+        _ => false,
+    }
+}
+
+/// Whether a connection the engine had taken was reset or closed before
+/// its answer was whole.
+fn lost_mid_call(e: &bollard::errors::Error) -> bool {
+    use bollard::errors::Error as E;
+    match e {
+        E::HyperLegacyError { err } => connection_lost(err),
         E::HyperResponseError { err } => err.is_incomplete_message() || err.is_closed(),
         E::IOError { err } => io_lost(err),
         _ => false,
     }
 }
 
-/// A connection refused, reset or closed somewhere in `e`'s causes.
+/// A connection reset or closed somewhere in `e`'s causes.
 fn connection_lost(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = e.source();
     while let Some(c) = cause {
@@ -151,11 +178,9 @@ fn io_lost(e: &std::io::Error) -> bool {
     use std::io::ErrorKind as K;
     matches!(
         e.kind(),
-        K::ConnectionRefused
-            | K::ConnectionReset
+        K::ConnectionReset
             | K::ConnectionAborted
             | K::BrokenPipe
-            | K::NotFound
             | K::NotConnected
             | K::UnexpectedEof
     )
@@ -258,4 +283,42 @@ pub async fn log_tail(docker: &Docker, id: &str) -> String {
     };
     let _ = tokio::time::timeout(QUICK_TIMEOUT, read).await;
     crate::terminal::visible(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(kind: std::io::ErrorKind) -> bollard::errors::Error {
+        bollard::errors::Error::IOError {
+            err: std::io::Error::new(kind, "x"),
+        }
+    }
+
+    /// Only a connection no engine took is surely not a sandbox's doing;
+    /// one lost mid-call is the engine's only when it then does not
+    /// answer (decided in `call`), else an engine error as before.
+    #[test]
+    fn a_refused_connection_is_the_engine_gone_and_a_lost_one_is_not_by_itself() {
+        use std::io::ErrorKind as K;
+        for k in [K::ConnectionRefused, K::NotFound] {
+            assert!(matches!(
+                docker_err("op", "c", &io(k)),
+                ExecError::EngineUnavailable { .. }
+            ));
+            assert!(!lost_mid_call(&io(k)));
+        }
+        for k in [K::ConnectionReset, K::BrokenPipe, K::UnexpectedEof] {
+            assert!(matches!(
+                docker_err("op", "c", &io(k)),
+                ExecError::Engine { .. }
+            ));
+            assert!(lost_mid_call(&io(k)));
+        }
+        let answered = bollard::errors::Error::DockerResponseServerError {
+            status_code: 500,
+            message: "no".into(),
+        };
+        assert!(!lost_mid_call(&answered) && !never_connected(&answered));
+    }
 }
