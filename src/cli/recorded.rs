@@ -15,15 +15,14 @@ use crate::eval::manifest;
 use crate::hints::Failure;
 
 /// Flags taken from the record: none loosens a sandbox, chooses where
-/// the key goes (`--base-url` is not here) or names a file to write.
+/// the key goes (`--base-url` is not here), names a file to read or write
+/// (`--script` is not here) or sets how much runs at once (`--jobs`).
 const TAKEN: &[&str] = &[
     "agent",
     "provider",
     "model",
-    "script",
     "attempts",
     "filter",
-    "jobs",
     "retry-errors",
     "shard",
     "suite-max-cost",
@@ -88,19 +87,18 @@ pub fn complete(args: EvalArgs, typed: Vec<String>) -> Result<EvalArgs, Failure>
                     continue;
                 }
                 argv.push(format!("--{name}"));
-                if let Some(v) = value {
-                    let v = if name == "script" {
-                        absolute(&inv.cwd, v)
-                    } else {
-                        v.clone()
-                    };
-                    argv.push(v);
-                }
+                argv.extend(value.clone());
             }
             Word::Flag { .. } => {}
         }
     }
     argv.extend(typed);
+    // What the record gave, before anything runs: the person resuming
+    // sees every flag taken from it.
+    eprintln!(
+        "resuming: {}",
+        crate::terminal::one_cell(&argv[1..].join(" "))
+    );
     match Cli::try_parse_from(&argv) {
         Ok(Cli {
             command: Some(Command::Eval(e)),
@@ -302,7 +300,7 @@ mod tests {
         };
         let e = complete(*args, typed).unwrap();
         assert_eq!(e.paths, vec![PathBuf::from("/home/u/proj/tasks")]);
-        assert_eq!(e.jobs, 3);
+        assert_eq!(e.jobs, 1, "--jobs is this command line's");
         assert_eq!(e.agent_kind, crate::eval::settings::AgentKind::Oracle);
         assert_eq!(e.executor, crate::backend_kind::BackendKind::Docker);
         assert_eq!(e.agent.base_url, None);
@@ -315,7 +313,7 @@ mod tests {
         assert!(e.agent.env.is_empty());
         assert_eq!(e.output_dir, None);
         assert_eq!(e.resume, Some(PathBuf::from(&d)));
-        assert_eq!(e.agent.script, Some(PathBuf::from("/home/u/proj/s.json")));
+        assert_eq!(e.agent.script, None, "no file named by the record is read");
     }
 
     #[test]

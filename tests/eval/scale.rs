@@ -147,6 +147,13 @@ fn a_suite_killed_with_sigkill_resumes_alone_to_the_reports_of_an_uninterrupted_
     let r = report_of(&d, &resumed);
     assert_eq!(verdicts(&r), expected, "{}", resumed.explain());
     assert_eq!(r["suite"]["resumed"], true);
+    // What was taken from the record is said before anything runs.
+    let said = resumed.stderr();
+    assert!(
+        said.contains("resuming: eval ") && said.contains("/suite --agent oracle"),
+        "{}",
+        resumed.explain()
+    );
     let kept = resumed
         .stderr()
         .matches("(kept from an earlier run)")
@@ -175,33 +182,24 @@ fn a_suite_killed_with_sigkill_resumes_alone_to_the_reports_of_an_uninterrupted_
     }
     assert_clean(child.id(), "the runner killed with SIGKILL");
 
-    // Alone, a flag that changes a verdict is refused the same way.
-    let changed = run(d
+    // Another suite in the same directory is refused, naming the
+    // difference: with the paths, and alone.
+    let refused_as_nop = |ran: Ran| {
+        ran.expect_code(2);
+        let err = ran.stderr();
+        assert!(
+            err.contains(r#"agent ("oracle" then, "nop" now)"#) && err.contains("hint:"),
+            "{}",
+            ran.explain()
+        );
+    };
+    refused_as_nop(run(d
         .runner()
-        .args(["eval", "--resume", "runs/cut", "--agent", "nop"]));
-    changed.expect_code(2);
-    assert!(
-        changed
-            .stderr()
-            .contains(r#"agent ("oracle" then, "nop" now)"#),
-        "{}",
-        changed.explain()
-    );
-
-    // Another suite in the same directory is refused, naming the difference.
-    let other = run(&mut eval_in(
+        .args(["eval", "--resume", "runs/cut", "--agent", "nop"])));
+    refused_as_nop(run(&mut eval_in(
         &d,
         &["suite", "--agent", "nop", "--resume", "runs/cut"],
-    ));
-    other.expect_code(2);
-    assert!(
-        other
-            .stderr()
-            .contains(r#"agent ("oracle" then, "nop" now)"#),
-        "{}",
-        other.explain()
-    );
-    assert!(other.stderr().contains("hint:"), "{}", other.explain());
+    )));
     let reused = run(&mut eval_in(
         &d,
         &["suite", "--agent", "oracle", "--output-dir", "runs/cut"],
